@@ -1,0 +1,45 @@
+# Thin wrapper over CMake. The real build is CMakeLists.txt.
+#   make          build everything (Release, -O2 -g) into build/
+#   make test     build, then run every test through ctest
+#   make bench    build, then run tsbench on the default workloads
+#   make install  install headers, libraries and tsalloc.pc (PREFIX=/usr/local)
+BUILD     ?= build
+PREFIX    ?= /usr/local
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+VENV      ?= .venv
+BENCH_ARGS ?=
+
+.PHONY: all build test bench install clean format venv
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release \
+	      -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# Plots need matplotlib: a virtualenv made here, never a system-wide install.
+$(VENV)/bin/python:
+	python3 -m venv $(VENV) || { echo "python3-venv is missing: apt-get install -y python3-venv"; exit 1; }
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt \
+	  || echo "tsbench: matplotlib could not be installed; the report will have no plots"
+
+venv: $(VENV)/bin/python
+
+bench: build venv
+	$(VENV)/bin/python bench/tsbench --build $(BUILD) --install-peers $(BENCH_ARGS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+format:
+	find include src tests bench tools -name '*.[ch]' -o -name '*.cpp' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

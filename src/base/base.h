@@ -1,0 +1,57 @@
+/* Base utilities shared by every design: compiler hints, alignment helpers,
+ * the fatal-error path, an allocation-free formatter and environment reading.
+ *
+ * Nothing here allocates from the heap, so it is safe inside malloc itself.
+ */
+#ifndef TS_BASE_BASE_H
+#define TS_BASE_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "os/os.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ts_likely(x)   __builtin_expect(!!(x), 1)
+#define ts_unlikely(x) __builtin_expect(!!(x), 0)
+#define TS_NOINLINE    __attribute__((noinline))
+#define TS_INLINE      static inline __attribute__((always_inline))
+#define TS_NORETURN    __attribute__((noreturn))
+#define TS_EXPORT      __attribute__((visibility("default")))
+#define TS_TLS         __thread __attribute__((tls_model("initial-exec")))
+
+/* Every block any tsalloc design returns is aligned to this. */
+#define TS_MIN_ALIGN 16
+
+TS_INLINE size_t ts_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+TS_INLINE uintptr_t ts_align_up_ptr(uintptr_t x, size_t a) { return (x + a - 1) & ~(uintptr_t)(a - 1); }
+TS_INLINE bool ts_is_pow2(size_t x) { return x && !(x & (x - 1)); }
+
+/* Print "tsalloc: <formatted message>\n" to stderr and abort(). */
+TS_HIDDEN TS_NORETURN void _ts_fatal(const char *fmt, ...);
+/* The message every design uses for a pointer it does not own, or a detected
+ * double free: "tsalloc: <func>(): invalid pointer 0x..." then abort(). */
+TS_HIDDEN TS_NORETURN void _ts_invalid_pointer(const char *func, const void *ptr);
+TS_HIDDEN TS_NORETURN void _ts_double_free(const char *func, const void *ptr);
+
+/* snprintf subset without allocation: %s %d %ld %u %lu %zu %zd %x %lx %p %c %%
+ * and a width for numbers (e.g. %8zu). Returns the length it wanted. */
+TS_HIDDEN int _ts_vformat(char *buf, size_t cap, const char *fmt, va_list ap);
+TS_HIDDEN int _ts_format(char *buf, size_t cap, const char *fmt, ...);
+
+/* getenv without allocation. The long parser accepts plain numbers and the
+ * suffixes k/K, m/M, g/G (powers of 1024); `fallback` when unset or invalid. */
+TS_HIDDEN const char *_ts_env(const char *name);
+TS_HIDDEN long long _ts_env_long(const char *name, long long fallback);
+TS_HIDDEN bool _ts_env_bool(const char *name, bool fallback);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

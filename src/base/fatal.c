@@ -1,0 +1,27 @@
+/* The one way out for misuse and broken invariants: a message naming the
+ * function and the pointer, then abort(). Never allocates. */
+#include "base/base.h"
+
+#include <stdlib.h>
+
+void _ts_fatal(const char *fmt, ...) {
+    char buf[512];
+    int n = _ts_format(buf, sizeof buf, "tsalloc: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = _ts_vformat(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof buf - 2) len = sizeof buf - 2;
+    buf[len++] = '\n';
+    _ts_os_write_stderr(buf, len);
+    abort();
+}
+
+void _ts_invalid_pointer(const char *func, const void *ptr) {
+    _ts_fatal("%s(): invalid pointer %p", func, ptr);
+}
+
+void _ts_double_free(const char *func, const void *ptr) {
+    _ts_fatal("%s(): double free of %p", func, ptr);
+}

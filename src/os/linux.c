@@ -1,0 +1,249 @@
+/* Linux implementation of the OS layer (see os.h for the contract).
+ *
+ * Invariants: nothing here allocates from the heap; errno is ENOMEM after any
+ * failed memory request. Lock order: sbrk_lock is a leaf (nothing is locked
+ * while it is held).
+ */
+#include "os/os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+
+static pthread_mutex_t sbrk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- failure hook ------------------------------------------------------ */
+
+static _Atomic unsigned fail_ops;
+static _Atomic long fail_skip;
+static _Atomic long fail_count;
+static _Atomic long fail_total;
+static _Atomic int fail_env_read;
+
+static unsigned parse_ops(const char *s, const char **end) {
+    unsigned ops = 0;
+    while (*s && *s != ':') {
+        if (strncmp(s, "mmap", 4) == 0) ops |= TS_OS_FAIL_MMAP, s += 4;
+        else if (strncmp(s, "sbrk", 4) == 0) ops |= TS_OS_FAIL_SBRK, s += 4;
+        else if (strncmp(s, "remap", 5) == 0) ops |= TS_OS_FAIL_REMAP, s += 5;
+        else s++;
+    }
+    *end = s;
+    return ops;
+}
+
+static void read_fail_env(void) {
+    if (atomic_exchange(&fail_env_read, 1)) return;
+    const char *v = getenv("TSALLOC_TEST_OS_FAIL");
+    if (!v || !*v) return;
+    const char *p;
+    unsigned ops = parse_ops(v, &p);
+    long skip = 0, count = -1;
+    if (*p == ':') skip = strtol(p + 1, (char **)&p, 10);
+    if (*p == ':') count = strtol(p + 1, NULL, 10);
+    _ts_os_test_fail(ops, skip, count);
+}
+
+void _ts_os_test_fail(unsigned ops, long skip, long count) {
+    atomic_store(&fail_env_read, 1);
+    atomic_store(&fail_skip, skip);
+    atomic_store(&fail_count, count);
+    atomic_store(&fail_ops, ops);
+}
+
+__attribute__((visibility("default"))) void ts_os_test_fail(unsigned ops, long skip, long count) {
+    _ts_os_test_fail(ops, skip, count);
+}
+
+long _ts_os_test_failures(void) { return atomic_load(&fail_total); }
+
+/* True when this call of `op` must fail. Costs one relaxed load when off. */
+static bool should_fail(unsigned op) {
+    if (__builtin_expect(!atomic_load_explicit(&fail_env_read, memory_order_relaxed), 0))
+        read_fail_env();
+    if (__builtin_expect(!(atomic_load_explicit(&fail_ops, memory_order_relaxed) & op), 1))
+        return false;
+    if (atomic_fetch_sub(&fail_skip, 1) > 0) return false;
+    atomic_store(&fail_skip, 0);
+    long left = atomic_load(&fail_count);
+    if (left == 0) return false;
+    if (left > 0) atomic_fetch_sub(&fail_count, 1);
+    atomic_fetch_add(&fail_total, 1);
+    return true;
+}
+
+/* ---- facts about the machine ------------------------------------------ */
+
+size_t _ts_os_page_size(void) {
+    static size_t page;
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    return page;
+}
+
+int _ts_os_cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* ---- mappings ----------------------------------------------------------- */
+
+void *_ts_os_map(size_t size) {
+    if (should_fail(TS_OS_FAIL_MMAP)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+void *_ts_os_map_aligned(size_t size, size_t align) {
+    size_t page = _ts_os_page_size();
+    if (align <= page) return _ts_os_map(size);
+    if (size + align < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* Over-map by `align`, then cut off the unaligned head and the tail. */
+    char *raw = _ts_os_map(size + align);
+    if (!raw) return NULL;
+    uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = start - (uintptr_t)raw;
+    size_t tail = align - head;
+    if (head) munmap(raw, head);
+    if (tail) munmap((char *)start + size, tail);
+    return (void *)start;
+}
+
+bool _ts_os_unmap(void *addr, size_t size) { return munmap(addr, size) == 0; }
+
+void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move) {
+    if (should_fail(TS_OS_FAIL_REMAP)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = mremap(addr, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+bool _ts_os_purge(void *addr, size_t size) { return madvise(addr, size, MADV_DONTNEED) == 0; }
+
+bool _ts_os_purge_lazy(void *addr, size_t size) {
+#ifdef MADV_FREE
+    if (madvise(addr, size, MADV_FREE) == 0) return true;
+#endif
+    return _ts_os_purge(addr, size);
+}
+
+void _ts_os_name(void *addr, size_t size, const char *name) {
+    int saved = errno;
+    (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, size, (unsigned long)name);
+    errno = saved;
+}
+
+/* ---- the program break ------------------------------------------------ */
+
+void *_ts_os_sbrk(intptr_t increment) {
+    if (increment > 0 && should_fail(TS_OS_FAIL_SBRK)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    pthread_mutex_lock(&sbrk_lock);
+    void *old = sbrk(increment);
+    pthread_mutex_unlock(&sbrk_lock);
+    if (old == (void *)-1) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return old;
+}
+
+void *_ts_os_brk_current(void) {
+    pthread_mutex_lock(&sbrk_lock);
+    void *cur = sbrk(0);
+    pthread_mutex_unlock(&sbrk_lock);
+    return cur;
+}
+
+bool _ts_os_sbrk_shrink_if_top(void *expected_top, size_t size) {
+    bool moved = false;
+    pthread_mutex_lock(&sbrk_lock);
+    if (sbrk(0) == expected_top && sbrk(-(intptr_t)size) != (void *)-1) moved = true;
+    pthread_mutex_unlock(&sbrk_lock);
+    return moved;
+}
+
+void _ts_os_atfork_prepare(void) { pthread_mutex_lock(&sbrk_lock); }
+void _ts_os_atfork_parent(void) { pthread_mutex_unlock(&sbrk_lock); }
+void _ts_os_atfork_child(void) { pthread_mutex_init(&sbrk_lock, NULL); }
+
+/* ---- small services ----------------------------------------------------- */
+
+void _ts_os_write_stderr(const char *buf, size_t len) {
+    while (len) {
+        ssize_t n = write(STDERR_FILENO, buf, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void _ts_os_yield(void) { sched_yield(); }
+
+uint64_t _ts_os_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void _ts_os_sleep_ns(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+size_t _ts_os_rss_bytes(void) {
+    int saved = errno;
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return 0;
+    }
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    errno = saved;
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *p = buf;
+    while (*p && *p != ' ') p++; /* skip total size */
+    return (size_t)strtoul(p, NULL, 10) * _ts_os_page_size();
+}

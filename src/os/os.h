@@ -1,0 +1,90 @@
+/* The OS layer: the only code in tsalloc that asks the kernel for memory.
+ *
+ * Everything that maps, unmaps, purges, remaps or moves the program break goes
+ * through here, so that tests can make the OS refuse (see the failure hook at
+ * the end) and so that a newcomer finds every system call in one file.
+ *
+ * Invariants:
+ * - Functions that return memory return NULL on failure with errno = ENOMEM;
+ *   they never abort.
+ * - Mapped memory is readable, writable, private, anonymous and zero-filled.
+ * - sbrk calls are serialised by one internal lock (the program break is
+ *   process-wide state); no allocator lock is ever taken while it is held.
+ */
+#ifndef TS_OS_OS_H
+#define TS_OS_OS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TS_HIDDEN __attribute__((visibility("hidden")))
+
+/* The OS page size (4096 here) and the number of CPUs this process may run on. */
+TS_HIDDEN size_t _ts_os_page_size(void);
+TS_HIDDEN int _ts_os_cpu_count(void);
+
+/* Anonymous mappings. `align` must be a power of two; a multiple of the page
+ * size gives a region aligned to it (over-map and trim). */
+TS_HIDDEN void *_ts_os_map(size_t size);
+TS_HIDDEN void *_ts_os_map_aligned(size_t size, size_t align);
+TS_HIDDEN bool _ts_os_unmap(void *addr, size_t size);
+/* Resize a mapping; may move it when `may_move`. NULL on failure (the old
+ * mapping is then untouched). */
+TS_HIDDEN void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move);
+/* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
+ * stays mapped and reads back as zeros. */
+TS_HIDDEN bool _ts_os_purge(void *addr, size_t size);
+/* Let the kernel reclaim the pages lazily (MADV_FREE, falling back to purge). */
+TS_HIDDEN bool _ts_os_purge_lazy(void *addr, size_t size);
+/* Name a mapping in /proc/self/maps (PR_SET_VMA_ANON_NAME); best effort. */
+TS_HIDDEN void _ts_os_name(void *addr, size_t size, const char *name);
+
+/* The program break. Returns the old break, or NULL with errno = ENOMEM. */
+TS_HIDDEN void *_ts_os_sbrk(intptr_t increment);
+/* Current break, without moving it. */
+TS_HIDDEN void *_ts_os_brk_current(void);
+/* Move the break down by `size` only if it still ends at `expected_top` (so a
+ * foreign sbrk in between is never undone). True when it was moved. */
+TS_HIDDEN bool _ts_os_sbrk_shrink_if_top(void *expected_top, size_t size);
+/* Around fork: hold the sbrk lock so the child gets it in a known state. */
+TS_HIDDEN void _ts_os_atfork_prepare(void);
+TS_HIDDEN void _ts_os_atfork_parent(void);
+TS_HIDDEN void _ts_os_atfork_child(void);
+
+/* Small services that must not allocate. */
+TS_HIDDEN void _ts_os_write_stderr(const char *buf, size_t len);
+TS_HIDDEN void _ts_os_yield(void);
+/* Monotonic clock in nanoseconds. */
+TS_HIDDEN uint64_t _ts_os_now_ns(void);
+/* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
+TS_HIDDEN size_t _ts_os_rss_bytes(void);
+/* Sleep for `ns` nanoseconds (used by background purging only). */
+TS_HIDDEN void _ts_os_sleep_ns(uint64_t ns);
+
+/* Test-only failure hook: make the OS say no.
+ * After `skip` more successful calls of the operations in `ops` (a mask of
+ * TS_OS_FAIL_*), the next `count` calls fail with ENOMEM (count < 0: all of
+ * them). _ts_os_test_fail(0, 0, 0) turns it off. Not for production use; also
+ * settable from the environment as TSALLOC_TEST_OS_FAIL=<ops>:<skip>:<count>,
+ * with <ops> a list like "sbrk,mmap". */
+enum {
+    TS_OS_FAIL_MMAP = 1 << 0,  /* _ts_os_map, _ts_os_map_aligned */
+    TS_OS_FAIL_SBRK = 1 << 1,  /* _ts_os_sbrk with a positive increment */
+    TS_OS_FAIL_REMAP = 1 << 2, /* _ts_os_remap */
+};
+TS_HIDDEN void _ts_os_test_fail(unsigned ops, long skip, long count);
+/* How many calls the hook has refused so far (for tests). */
+TS_HIDDEN long _ts_os_test_failures(void);
+/* Public, unprefixed alias for tests that reach the hook through a preloaded .so. */
+void ts_os_test_fail(unsigned ops, long skip, long count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,230 @@
+/* The override shim: turns the design named by TS_DESIGN into a complete
+ * malloc replacement (the whole malloc family, glibc's extras, and the
+ * __libc_* aliases). C++ new/delete live in override_cxx.cpp.
+ *
+ * Invariants:
+ * - Safe from the very first call under LD_PRELOAD: no dlsym, no stdio, no
+ *   allocation through libc before the design is ready (designs initialise
+ *   lazily inside their own malloc).
+ * - Edge cases follow glibc 2.36 (documented in docs/api.md): realloc(p, 0)
+ *   frees and returns NULL; memalign rounds a non-power-of-two alignment up;
+ *   aligned_alloc and posix_memalign reject it with EINVAL.
+ * - Lock order at fork: every design lock, then the OS layer's sbrk lock.
+ */
+#include "designs/design.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef TS_DESIGN
+#error "compile the shim with -DTS_DESIGN=<design identifier>"
+#endif
+
+_TS_D_DECLARE(TS_DESIGN)
+
+#define TS_ALIAS(name) __attribute__((alias(#name), copy(name), visibility("default")))
+
+TS_EXPORT void *malloc(size_t size) { return _TS_D(malloc)(size); }
+
+TS_EXPORT void free(void *ptr) { _TS_D(free)(ptr); }
+
+TS_EXPORT void *calloc(size_t count, size_t size) {
+    size_t total;
+    if (ts_unlikely(__builtin_mul_overflow(count, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return _TS_D(calloc)(total);
+}
+
+TS_EXPORT void *realloc(void *ptr, size_t size) {
+    if (ptr == NULL) return _TS_D(malloc)(size);
+    if (size == 0) { /* glibc: free and return NULL */
+        _TS_D(free)(ptr);
+        return NULL;
+    }
+    return _TS_D(realloc)(ptr, size);
+}
+
+TS_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(ptr, total);
+}
+
+/* align: any value; rounds up to a power of two as glibc's memalign does. */
+static void *aligned(size_t align, size_t size) {
+    if (align <= TS_MIN_ALIGN) return _TS_D(malloc)(size);
+    if (align > SIZE_MAX / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!ts_is_pow2(align)) align = (size_t)1 << (64 - __builtin_clzl(align));
+    return _TS_D(memalign)(align, size);
+}
+
+TS_EXPORT void *memalign(size_t align, size_t size) { return aligned(align, size); }
+
+TS_EXPORT void *aligned_alloc(size_t align, size_t size) {
+    if (!ts_is_pow2(align)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return aligned(align, size);
+}
+
+TS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+    if (!ts_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = aligned(align, size);
+    if (!p) {
+        int err = errno == EINVAL ? EINVAL : ENOMEM;
+        errno = saved;
+        return err;
+    }
+    *out = p;
+    return 0;
+}
+
+TS_EXPORT void *valloc(size_t size) { return aligned(_ts_os_page_size(), size); }
+
+TS_EXPORT void *pvalloc(size_t size) {
+    size_t page = _ts_os_page_size();
+    if (size > SIZE_MAX - page) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t rounded = ts_align_up(size, page);
+    return aligned(page, rounded ? rounded : page);
+}
+
+TS_EXPORT size_t malloc_usable_size(void *ptr) { return ptr ? _TS_D(usable_size)(ptr) : 0; }
+
+TS_EXPORT int malloc_trim(size_t pad) { return _TS_D(trim)(pad); }
+
+/* Parameters are accepted and ignored (tsalloc is tuned by TSALLOC_* options). */
+TS_EXPORT int mallopt(int param, int value) {
+    (void)value;
+    switch (param) {
+    case M_MXFAST: case M_TRIM_THRESHOLD: case M_TOP_PAD: case M_MMAP_THRESHOLD:
+    case M_MMAP_MAX: case M_CHECK_ACTION: case M_PERTURB: case M_ARENA_TEST:
+    case M_ARENA_MAX:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+TS_EXPORT struct mallinfo2 mallinfo2(void) {
+    ts_heap_info_t info = {0};
+    _TS_D(info)(&info);
+    struct mallinfo2 mi = {0};
+    mi.arena = info.arena;
+    mi.ordblks = info.free ? 1 : 0;
+    mi.hblks = info.mmapped_count;
+    mi.hblkhd = info.mmapped;
+    mi.usmblks = info.peak;
+    mi.uordblks = info.in_use;
+    mi.fordblks = info.free;
+    mi.keepcost = info.releasable;
+    return mi;
+}
+
+#define CLAMP_INT(x) ((int)((x) > (size_t)2147483647 ? 2147483647 : (x)))
+
+TS_EXPORT struct mallinfo mallinfo(void) {
+    struct mallinfo2 m2 = mallinfo2();
+    struct mallinfo mi = {0};
+    mi.arena = CLAMP_INT(m2.arena);
+    mi.ordblks = CLAMP_INT(m2.ordblks);
+    mi.hblks = CLAMP_INT(m2.hblks);
+    mi.hblkhd = CLAMP_INT(m2.hblkhd);
+    mi.usmblks = CLAMP_INT(m2.usmblks);
+    mi.uordblks = CLAMP_INT(m2.uordblks);
+    mi.fordblks = CLAMP_INT(m2.fordblks);
+    mi.keepcost = CLAMP_INT(m2.keepcost);
+    return mi;
+}
+
+/* Like glibc's malloc_stats: a short summary on stderr, without allocating. */
+TS_EXPORT void malloc_stats(void) {
+    ts_heap_info_t info = {0};
+    _TS_D(info)(&info);
+    char buf[512];
+    int n = _ts_format(buf, sizeof buf,
+                       "tsalloc (%s)\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+                       "free bytes       = %10zu\nmmapped regions  = %10zu\n"
+                       "mmapped bytes    = %10zu\nmax system bytes = %10zu\n",
+                       TS_DESIGN_NAME, info.arena + info.mmapped, info.in_use, info.free,
+                       info.mmapped_count, info.mmapped, info.peak);
+    _ts_os_write_stderr(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* XML in the shape glibc writes, with one heap. */
+TS_EXPORT int malloc_info(int options, FILE *fp) {
+    if (options != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    ts_heap_info_t info = {0};
+    _TS_D(info)(&info);
+    fprintf(fp,
+            "<malloc version=\"1\" allocator=\"tsalloc-%s\">\n"
+            "<heap nr=\"0\">\n<sizes>\n</sizes>\n"
+            "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+            "<total type=\"rest\" count=\"%d\" size=\"%zu\"/>\n"
+            "<system type=\"current\" size=\"%zu\"/>\n"
+            "<system type=\"max\" size=\"%zu\"/>\n"
+            "<aspace type=\"total\" size=\"%zu\"/>\n"
+            "<aspace type=\"mprotect\" size=\"%zu\"/>\n"
+            "</heap>\n"
+            "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+            "<total type=\"rest\" count=\"%d\" size=\"%zu\"/>\n"
+            "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
+            "<system type=\"current\" size=\"%zu\"/>\n"
+            "<system type=\"max\" size=\"%zu\"/>\n"
+            "<aspace type=\"total\" size=\"%zu\"/>\n"
+            "<aspace type=\"mprotect\" size=\"%zu\"/>\n"
+            "</malloc>\n",
+            TS_DESIGN_NAME, info.free ? 1 : 0, info.free, info.arena, info.peak, info.arena,
+            info.arena, info.free ? 1 : 0, info.free, info.mmapped_count, info.mmapped,
+            info.arena + info.mmapped, info.peak, info.arena + info.mmapped,
+            info.arena + info.mmapped);
+    return 0;
+}
+
+/* glibc's internal names, which some programs and libraries call directly. */
+void *__libc_malloc(size_t size) TS_ALIAS(malloc);
+void __libc_free(void *ptr) TS_ALIAS(free);
+void *__libc_calloc(size_t count, size_t size) TS_ALIAS(calloc);
+void *__libc_realloc(void *ptr, size_t size) TS_ALIAS(realloc);
+void *__libc_memalign(size_t align, size_t size) TS_ALIAS(memalign);
+void *__libc_valloc(size_t size) TS_ALIAS(valloc);
+void *__libc_pvalloc(size_t size) TS_ALIAS(pvalloc);
+int __posix_memalign(void **out, size_t align, size_t size) TS_ALIAS(posix_memalign);
+
+/* fork: the child of a multithreaded parent must find every lock free. */
+static void fork_prepare(void) {
+    _TS_D(atfork_prepare)();
+    _ts_os_atfork_prepare();
+}
+static void fork_parent(void) {
+    _ts_os_atfork_parent();
+    _TS_D(atfork_parent)();
+}
+static void fork_child(void) {
+    _ts_os_atfork_child();
+    _TS_D(atfork_child)();
+}
+
+/* pthread_atfork may allocate, so register from a constructor (when malloc
+ * is usable) rather than from inside malloc. */
+__attribute__((constructor)) static void register_fork_handlers(void) {
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}

@@ -1,0 +1,127 @@
+/* Test support: assertions that fail loudly, a deterministic PRNG, block
+ * patterns, an overlap checker, and "this must abort with that message".
+ * Header-only so every test is one self-contained program. */
+#ifndef TS_TEST_CHECK_H
+#define TS_TEST_CHECK_H
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CHECK(cond)                                                                              \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
+            abort();                                                                             \
+        }                                                                                        \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                     \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);             \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fputc('\n', stderr);                                                                 \
+            abort();                                                                             \
+        }                                                                                        \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                           \
+    do {                                                                                         \
+        unsigned long long _a = (unsigned long long)(a), _b = (unsigned long long)(b);           \
+        CHECK_MSG(_a == _b, "%llu != %llu", _a, _b);                                             \
+    } while (0)
+
+/* xorshift64*: deterministic, thread-private when each thread has its own state. */
+static inline uint64_t ts_rand(uint64_t *state) {
+    uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+static inline size_t ts_rand_range(uint64_t *state, size_t lo, size_t hi) {
+    return lo + (size_t)(ts_rand(state) % (hi - lo + 1));
+}
+
+/* Fill a block with a pattern derived from its tag, and verify it later. */
+static inline void ts_fill(void *p, size_t n, uint64_t tag) {
+    unsigned char *b = (unsigned char *)p;
+    for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(tag * 31 + i * 7 + (i >> 8));
+}
+static inline int ts_verify(const void *p, size_t n, uint64_t tag) {
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != (unsigned char)(tag * 31 + i * 7 + (i >> 8))) return 0;
+    return 1;
+}
+
+/* Overlap check: sort [start, start+len) ranges and compare neighbours. */
+typedef struct {
+    uintptr_t start;
+    size_t len;
+} ts_range_t;
+static int ts_range_cmp(const void *a, const void *b) {
+    uintptr_t x = ((const ts_range_t *)a)->start, y = ((const ts_range_t *)b)->start;
+    return x < y ? -1 : x > y;
+}
+/* Returns the index of the first overlapping pair after sorting, or -1. */
+static inline long ts_find_overlap(ts_range_t *r, size_t n) {
+    qsort(r, n, sizeof *r, ts_range_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (r[i - 1].start + r[i - 1].len > r[i].start) return (long)i;
+    return -1;
+}
+
+/* Run fn(arg) in a child; require that it dies of SIGABRT and that its stderr
+ * contains `expected`. Returns 1 on success, else prints why and returns 0. */
+static inline int ts_expect_abort(void (*fn)(void *), void *arg, const char *expected) {
+    int fds[2];
+    if (pipe(fds) != 0) return 0;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        fn(arg);
+        _exit(0); /* should not get here */
+    }
+    close(fds[1]);
+    char out[4096];
+    size_t len = 0;
+    ssize_t n;
+    while ((n = read(fds[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)n;
+    out[len] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
+        fprintf(stderr, "expected SIGABRT with \"%s\"; status %d, stderr: %s\n", expected, status,
+                out);
+        return 0;
+    }
+    if (!strstr(out, expected)) {
+        fprintf(stderr, "expected message \"%s\", got: %s\n", expected, out);
+        return 0;
+    }
+    return 1;
+}
+
+/* Under ts_preload_test, the design the test must be running on (or NULL). */
+static inline const char *ts_expected_design(void) { return getenv("TSALLOC_EXPECT_DESIGN"); }
+
+/* Fails the test when it is meant to run on a tsalloc design but malloc is
+ * not ours (a broken LD_PRELOAD would otherwise test glibc and pass). */
+static inline void ts_require_preloaded(void) {
+    if (!ts_expected_design()) return;
+    void *own = dlsym(RTLD_DEFAULT, "ts_os_test_fail");
+    CHECK_MSG(own != NULL, "LD_PRELOAD of tsalloc-%s is not in effect", ts_expected_design());
+}
+
+#endif

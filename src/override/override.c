@@ -168,10 +168,7 @@ TS_EXPORT void malloc_stats(void) {
 
 /* XML in the shape glibc writes, with one heap. */
 TS_EXPORT int malloc_info(int options, FILE *fp) {
-    if (options != 0) {
-        errno = EINVAL;
-        return -1;
-    }
+    if (options != 0) return EINVAL; /* as glibc: the error is the return value */
     ts_heap_info_t info = {0};
     _TS_D(info)(&info);
     fprintf(fp,

@@ -1,0 +1,8 @@
+# Real programs (ls, sort, gzip, python3, g++, git, ...) under LD_PRELOAD of
+# each design, compared with their output under glibc.
+get_property(_ts_designs GLOBAL PROPERTY TS_DESIGNS)
+foreach(d ${_ts_designs})
+  add_test(NAME "programs[${d}]"
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_programs.sh $<TARGET_FILE:tsalloc-${d}>)
+  set_tests_properties("programs[${d}]" PROPERTIES TIMEOUT 300)
+endforeach()

@@ -1,0 +1,8 @@
+# The multi-threaded stress test, for every design (and glibc as a baseline).
+add_executable(generic_stress ${CMAKE_CURRENT_LIST_DIR}/generic_stress.c)
+target_include_directories(generic_stress PRIVATE ${TS_TEST_SUPPORT})
+target_link_libraries(generic_stress PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+add_test(NAME "generic_stress[glibc]" COMMAND generic_stress 4 3 10000)
+set_tests_properties("generic_stress[glibc]" PROPERTIES TIMEOUT 120)
+ts_preload_test(generic_stress generic_stress ARGS 4 4 15000 TIMEOUT 240)
+ts_preload_test(generic_stress_8t generic_stress ARGS 8 3 6000 1048576 TIMEOUT 240)

@@ -220,8 +220,15 @@ static void fork_child(void) {
     _TS_D(atfork_child)();
 }
 
-/* pthread_atfork may allocate, so register from a constructor (when malloc
- * is usable) rather than from inside malloc. */
-__attribute__((constructor)) static void register_fork_handlers(void) {
+/* TSALLOC_STATS=1: print the summary at exit (the fast allocator prints its
+ * own, richer statistics, so the shim stays quiet for it). */
+static void stats_at_exit(void) { malloc_stats(); }
+
+/* pthread_atfork and atexit may allocate, so register from a constructor
+ * (when malloc is usable) rather than from inside malloc. */
+__attribute__((constructor)) static void register_handlers(void) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+#ifndef TS_DESIGN_OWN_STATS
+    if (_ts_env_bool("TSALLOC_STATS", false)) atexit(stats_at_exit);
+#endif
 }

@@ -6,3 +6,6 @@ foreach(d ${_ts_designs})
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_programs.sh $<TARGET_FILE:tsalloc-${d}>)
   set_tests_properties("programs[${d}]" PROPERTIES TIMEOUT 300)
 endforeach()
+
+add_test(NAME launcher COMMAND ${CMAKE_CURRENT_LIST_DIR}/launcher.sh ${CMAKE_BINARY_DIR}/bin/tsalloc)
+set_tests_properties(launcher PROPERTIES TIMEOUT 120)

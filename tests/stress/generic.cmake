@@ -6,3 +6,11 @@ add_test(NAME "generic_stress[glibc]" COMMAND generic_stress 4 3 10000)
 set_tests_properties("generic_stress[glibc]" PROPERTIES TIMEOUT 120)
 ts_preload_test(generic_stress generic_stress ARGS 4 4 15000 TIMEOUT 240)
 ts_preload_test(generic_stress_8t generic_stress ARGS 8 3 6000 1048576 TIMEOUT 240)
+
+# fork while other threads allocate, for every design.
+add_executable(generic_fork ${CMAKE_CURRENT_LIST_DIR}/generic_fork.c)
+target_include_directories(generic_fork PRIVATE ${TS_TEST_SUPPORT})
+target_link_libraries(generic_fork PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+add_test(NAME "generic_fork[glibc]" COMMAND generic_fork)
+set_tests_properties("generic_fork[glibc]" PROPERTIES TIMEOUT 120)
+ts_preload_test(generic_fork generic_fork TIMEOUT 120)

@@ -6,7 +6,7 @@ add_executable(ops_fuzz ${CMAKE_CURRENT_LIST_DIR}/ops_fuzz.c)
 target_include_directories(ops_fuzz PRIVATE ${TS_TEST_SUPPORT})
 target_link_libraries(ops_fuzz PRIVATE ${CMAKE_DL_LIBS})
 add_test(NAME "ops_fuzz[glibc]" COMMAND ops_fuzz 300)
-ts_preload_test(ops_fuzz ops_fuzz ARGS 800 7 TIMEOUT 180)
+ts_preload_test(ops_fuzz ops_fuzz ARGS 300 7 TIMEOUT 180)
 
 option(TSALLOC_LIBFUZZER "Build the libFuzzer target (needs clang)" OFF)
 if(TSALLOC_LIBFUZZER)

@@ -204,9 +204,18 @@ void _ts_os_atfork_child(void) { pthread_mutex_init(&sbrk_lock, NULL); }
 
 /* ---- small services ----------------------------------------------------- */
 
+static int stderr_fd = STDERR_FILENO;
+
+void _ts_os_keep_stderr(void) {
+    int saved = errno;
+    int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 10);
+    if (fd >= 0) stderr_fd = fd;
+    errno = saved;
+}
+
 void _ts_os_write_stderr(const char *buf, size_t len) {
     while (len) {
-        ssize_t n = write(STDERR_FILENO, buf, len);
+        ssize_t n = write(stderr_fd, buf, len);
         if (n < 0) {
             if (errno == EINTR) continue;
             return;

@@ -58,6 +58,9 @@ TS_HIDDEN void _ts_os_atfork_child(void);
 
 /* Small services that must not allocate. */
 TS_HIDDEN void _ts_os_write_stderr(const char *buf, size_t len);
+/* Keep a private duplicate of stderr for _ts_os_write_stderr, so statistics
+ * printed at exit survive programs (ls, echo) that close stderr first. */
+TS_HIDDEN void _ts_os_keep_stderr(void);
 TS_HIDDEN void _ts_os_yield(void);
 /* Monotonic clock in nanoseconds. */
 TS_HIDDEN uint64_t _ts_os_now_ns(void);

@@ -229,6 +229,9 @@ static void stats_at_exit(void) { malloc_stats(); }
 __attribute__((constructor)) static void register_handlers(void) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 #ifndef TS_DESIGN_OWN_STATS
-    if (_ts_env_bool("TSALLOC_STATS", false)) atexit(stats_at_exit);
+    if (_ts_env_bool("TSALLOC_STATS", false)) {
+        _ts_os_keep_stderr();
+        atexit(stats_at_exit);
+    }
 #endif
 }

@@ -1,0 +1,416 @@
+/* pow2's partitions and the design interface: buddy split on malloc, eager
+ * buddy merge on free, in-place realloc (split to shrink, merge with free
+ * buddies to grow), memalign, and the partition a thread uses.
+ *
+ * Invariants (besides those of pow2.h):
+ * - A partition's lists hold only free blocks of chunks it owns; bit k of
+ *   `nonempty` is set exactly when list k is not empty.
+ * - A partition keeps at most one whole free chunk (its spare, the lowest
+ *   one); the others go to the central pool, where any partition reuses them
+ *   and the heap top can be given back.
+ * - Partition rule: a thread takes partition (n mod P) at its first
+ *   allocation, n counting threads in order of first use; a block always
+ *   goes back to the partition that owns its chunk, whichever thread frees it.
+ *
+ * Locking: one partition lock at a time, then possibly the central state
+ * (pow2_heap_enter). Huge blocks take only the central lock.
+ */
+#include "designs/pow2/pow2.h"
+
+#include <errno.h>
+#include <string.h>
+
+pow2_part_t P2(parts)[POW2_PART_SLOTS];
+atomic_uint P2(nparts);
+static atomic_uint next_part;
+static TS_TLS unsigned thread_part; /* index + 1; 0 until the first allocation */
+
+void P2(spin_wait)(pow2_spin_t *lock) {
+    for (;;) {
+        unsigned spins = 0;
+        while (atomic_load_explicit(&lock->held, memory_order_relaxed)) {
+            if (++spins < POW2_SPINS) {
+                pow2_cpu_relax();
+            } else {
+                _ts_os_yield();
+                spins = 0;
+            }
+        }
+        if (!atomic_exchange_explicit(&lock->held, 1, memory_order_acquire)) return;
+    }
+}
+
+/* Reads TSALLOC_POW2_PARTITIONS and TSALLOC_POW2_GIVE_BACK once. Takes no
+ * lock (it runs under partition 0's lock in `pow2`); racing callers compute
+ * and store the same values. */
+unsigned P2(configure)(void) {
+    unsigned n = 1;
+    if (pow2_partitioned) {
+        long long want = _ts_env_long("TSALLOC_POW2_PARTITIONS", 0);
+        if (want <= 0) want = _ts_os_cpu_count();
+        if (want > POW2_MAX_PARTS) want = POW2_MAX_PARTS;
+        n = (unsigned)want;
+    }
+    long long give_back = _ts_env_long("TSALLOC_POW2_GIVE_BACK", (long long)POW2_GIVE_BACK);
+    if (give_back < (long long)(2 * POW2_CHUNK)) give_back = 2 * POW2_CHUNK;
+    atomic_store_explicit(&P2(central).give_back, (size_t)give_back, memory_order_relaxed);
+    atomic_store_explicit(&P2(nparts), n, memory_order_release);
+    return n;
+}
+
+static TS_NOINLINE unsigned assign_part(void) {
+    unsigned n = pow2_nparts();
+    unsigned i = atomic_fetch_add_explicit(&next_part, 1, memory_order_relaxed) % n + 1;
+    thread_part = i;
+    return i;
+}
+
+static inline pow2_part_t *my_part(void) {
+    if (!pow2_partitioned) return &P2(parts)[0];
+    unsigned i = thread_part;
+    if (ts_unlikely(!i)) i = assign_part();
+    return &P2(parts)[i - 1];
+}
+
+/* ---- free lists ------------------------------------------------------------- */
+
+static inline void list_push(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
+    unsigned slot = k - POW2_MIN_ORDER;
+    pow2_set_hdr(b, k, POW2_FREE, 0);
+    b->prev = NULL;
+    b->next = pt->lists[slot];
+    if (b->next) b->next->prev = b;
+    pt->lists[slot] = b;
+    pt->nonempty |= 1u << slot;
+    pt->free_bytes += (size_t)1 << k;
+}
+
+static inline void list_unlink(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
+    unsigned slot = k - POW2_MIN_ORDER;
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        pt->lists[slot] = b->next;
+    if (b->next) b->next->prev = b->prev;
+    if (!pt->lists[slot]) pt->nonempty &= ~(1u << slot);
+    pt->free_bytes -= (size_t)1 << k;
+}
+
+static inline bool is_free_block(const void *b, unsigned k) {
+    const pow2_hdr_t *h = (const pow2_hdr_t *)b;
+    return h->magic == pow2_magic(h) && h->state == POW2_FREE && h->order == k;
+}
+
+/* ---- split and merge ---------------------------------------------------------- */
+
+/* A fresh chunk for an empty partition (lock held), or NULL. */
+static TS_NOINLINE pow2_free_t *part_refill(pow2_part_t *pt) {
+    pow2_nparts(); /* the settings, read before the heap first grows */
+    pow2_heap_enter();
+    pow2_free_t *c = P2(chunk_get)((unsigned)(pt - P2(parts)));
+    pow2_heap_leave();
+    if (c) pt->chunks++;
+    return c;
+}
+
+/* A block of order k from partition pt (lock held), split from the smallest
+ * free block that fits; NULL when the OS refuses more memory. */
+static inline pow2_hdr_t *part_take(pow2_part_t *pt, unsigned k) {
+    uint32_t fits = pt->nonempty & (~0u << (k - POW2_MIN_ORDER));
+    pow2_free_t *b;
+    unsigned j;
+    if (ts_likely(fits)) {
+        j = (unsigned)__builtin_ctz(fits) + POW2_MIN_ORDER;
+        b = pt->lists[j - POW2_MIN_ORDER];
+        list_unlink(pt, b, j);
+    } else {
+        b = part_refill(pt);
+        if (!b) return NULL;
+        j = POW2_MAX_ORDER;
+    }
+    /* Split: the upper half of each level goes to its list. */
+    while (j > k) {
+        j--;
+        list_push(pt, (pow2_free_t *)((char *)b + ((size_t)1 << j)), j);
+    }
+    pow2_set_hdr(b, k, POW2_USED, 0);
+    pt->used_bytes += (size_t)1 << k;
+    pt->used_blocks++;
+    return &b->hdr;
+}
+
+/* A whole free chunk: keep it as the spare if it is lower than the current
+ * one (low chunks stay, so the heap top can go back), else to the pool. */
+static TS_NOINLINE void part_whole_chunk(pow2_part_t *pt, pow2_free_t *c) {
+    pow2_free_t *spare = pt->lists[POW2_MAX_ORDER - POW2_MIN_ORDER];
+    if (spare && c < spare) {
+        list_unlink(pt, spare, POW2_MAX_ORDER);
+        list_push(pt, c, POW2_MAX_ORDER);
+        c = spare;
+    } else if (!spare) {
+        list_push(pt, c, POW2_MAX_ORDER);
+        return;
+    }
+    pt->chunks--;
+    pow2_heap_enter();
+    P2(chunk_put)(c);
+    pow2_heap_leave();
+}
+
+/* Free block b of order k into pt (lock held), merging with free buddies. */
+static inline void part_release(pow2_part_t *pt, pow2_hdr_t *b, unsigned k) {
+    pt->used_bytes -= (size_t)1 << k;
+    pt->used_blocks--;
+    uintptr_t a = (uintptr_t)b;
+    while (k < POW2_MAX_ORDER) {
+        uintptr_t buddy = a ^ ((uintptr_t)1 << k);
+        if (!is_free_block((void *)buddy, k)) break;
+        list_unlink(pt, (pow2_free_t *)buddy, k);
+        /* The upper header of the pair stops being a block start. */
+        ((pow2_hdr_t *)(a > buddy ? a : buddy))->magic = 0;
+        a &= ~((uintptr_t)1 << k);
+        k++;
+    }
+    if (ts_unlikely(k == POW2_MAX_ORDER))
+        part_whole_chunk(pt, (pow2_free_t *)a);
+    else
+        list_push(pt, (pow2_free_t *)a, k);
+}
+
+/* Grow used block b from order k to k2 in place when every buddy on the way
+ * is free (lock held). Returns the block, which moved down (contents moved
+ * with it) when b was an upper buddy; NULL when a buddy is in use. */
+static pow2_hdr_t *part_grow(pow2_part_t *pt, pow2_hdr_t *b, unsigned k, unsigned k2) {
+    uintptr_t a = (uintptr_t)b;
+    for (unsigned j = k; j < k2; j++) {
+        if (!is_free_block((void *)(a ^ ((uintptr_t)1 << j)), j)) return NULL;
+        a &= ~((uintptr_t)1 << j);
+    }
+    a = (uintptr_t)b;
+    for (unsigned j = k; j < k2; j++) {
+        pow2_free_t *buddy = (pow2_free_t *)(a ^ ((uintptr_t)1 << j));
+        list_unlink(pt, buddy, j);
+        buddy->hdr.magic = 0;
+        a &= ~((uintptr_t)1 << j);
+    }
+    if (a != (uintptr_t)b) {
+        b->magic = 0;
+        memmove((char *)a + POW2_HDR, (char *)b + POW2_HDR, ((size_t)1 << k) - POW2_HDR);
+    }
+    pow2_set_hdr((void *)a, k2, POW2_USED, 0);
+    pt->used_bytes += ((size_t)1 << k2) - ((size_t)1 << k);
+    return (pow2_hdr_t *)a;
+}
+
+/* Shrink used block b from order k to k2 in place: the upper halves go to
+ * their lists (their buddies are b itself, so nothing merges). */
+static void part_shrink(pow2_part_t *pt, pow2_hdr_t *b, unsigned k, unsigned k2) {
+    for (unsigned j = k; j > k2;) {
+        j--;
+        list_push(pt, (pow2_free_t *)((char *)b + ((size_t)1 << j)), j);
+    }
+    b->order = (uint8_t)k2;
+    pt->used_bytes -= ((size_t)1 << k) - ((size_t)1 << k2);
+}
+
+/* ---- the design interface ---------------------------------------------------------- */
+
+void *P2(malloc)(size_t size) {
+    if (ts_unlikely(size > POW2_HEAP_MAX_REQUEST)) return P2(huge_alloc)(size, 0);
+    unsigned k = pow2_order_for(size + POW2_HDR);
+    pow2_part_t *pt = my_part();
+    pow2_lock(&pt->lock);
+    pow2_hdr_t *b = part_take(pt, k);
+    pow2_unlock(&pt->lock);
+    if (ts_unlikely(!b)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return (char *)b + POW2_HDR;
+}
+
+void *P2(calloc)(size_t total) {
+    void *p = P2(malloc)(total);
+    /* Huge blocks are fresh mappings, already zero. */
+    if (p && total <= POW2_HEAP_MAX_REQUEST) memset(p, 0, total);
+    return p;
+}
+
+void *P2(memalign)(size_t align, size_t size) {
+    if (size > POW2_HEAP_MAX_REQUEST || align > POW2_HEAP_MAX_REQUEST - size)
+        return P2(huge_alloc)(size, align);
+    /* A block of 2^k >= size + align is aligned to 2^k > align: the program
+     * gets block + align, with a redirect header just before it. */
+    unsigned k = pow2_order_for(size + align);
+    pow2_part_t *pt = my_part();
+    pow2_lock(&pt->lock);
+    pow2_hdr_t *b = part_take(pt, k);
+    if (b) {
+        pow2_set_hdr(b, k, POW2_USED_ALIGNED, (uint32_t)align);
+        pow2_set_hdr((char *)b + align - POW2_HDR, k, POW2_REDIRECT, (uint32_t)align);
+    }
+    pow2_unlock(&pt->lock);
+    if (!b) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return (char *)b + align;
+}
+
+static TS_NOINLINE void free_slow(void *ptr, int kind) {
+    if (kind == POW2_LOOK_NOT_HEAP && P2(huge_free)(ptr)) return;
+    if (kind == POW2_LOOK_FREE) _ts_double_free("free", ptr);
+    _ts_invalid_pointer("free", ptr);
+}
+
+void P2(free)(void *ptr) {
+    if (!ptr) return;
+    pow2_hdr_t *b;
+    unsigned part;
+    int kind = pow2_look(ptr, &b, &part);
+    if (ts_unlikely(kind != POW2_LOOK_USED)) {
+        free_slow(ptr, kind);
+        return;
+    }
+    pow2_part_t *pt = &P2(parts)[part];
+    pow2_lock(&pt->lock);
+    /* Checked again under the lock: two threads freeing one block. */
+    if (ts_unlikely(b->state != POW2_USED)) {
+        if (b->state != POW2_USED_ALIGNED) {
+            pow2_unlock(&pt->lock);
+            _ts_double_free("free", ptr);
+        }
+        ((pow2_hdr_t *)ptr - 1)->magic = 0; /* the redirect header */
+    }
+    part_release(pt, b, b->order);
+    pow2_unlock(&pt->lock);
+}
+
+size_t P2(usable_size)(const void *ptr) {
+    pow2_hdr_t *b;
+    unsigned part;
+    int kind = pow2_look(ptr, &b, &part);
+    if (ts_likely(kind == POW2_LOOK_USED))
+        return (size_t)((char *)b + ((size_t)1 << b->order) - (const char *)ptr);
+    size_t len = kind == POW2_LOOK_NOT_HEAP ? P2(huge_size)(ptr) : 0;
+    if (!len) _ts_invalid_pointer("malloc_usable_size", ptr);
+    return len;
+}
+
+/* Move to a new block: malloc, copy, free. */
+static void *realloc_move(void *ptr, size_t old_usable, size_t size) {
+    void *q = P2(malloc)(size);
+    if (!q) return NULL;
+    memcpy(q, ptr, old_usable < size ? old_usable : size);
+    P2(free)(ptr);
+    return q;
+}
+
+static TS_NOINLINE void *realloc_huge(void *ptr, size_t size) {
+    size_t len = P2(huge_size)(ptr);
+    if (!len) _ts_invalid_pointer("realloc", ptr);
+    if (size > POW2_HEAP_MAX_REQUEST) return P2(huge_resize)(ptr, len, size);
+    /* Small enough for the heap: move there and unmap; if the heap has no
+     * room, shrink the mapping instead (that needs no new memory). */
+    void *q = realloc_move(ptr, len, size);
+    return q ? q : P2(huge_resize)(ptr, len, size);
+}
+
+void *P2(realloc)(void *ptr, size_t size) {
+    pow2_hdr_t *b;
+    unsigned part;
+    int kind = pow2_look(ptr, &b, &part);
+    if (kind == POW2_LOOK_NOT_HEAP) return realloc_huge(ptr, size);
+    if (ts_unlikely(kind != POW2_LOOK_USED)) _ts_invalid_pointer("realloc", ptr);
+    pow2_part_t *pt = &P2(parts)[part];
+    pow2_lock(&pt->lock);
+    if (ts_unlikely(b->state != POW2_USED && b->state != POW2_USED_ALIGNED)) {
+        pow2_unlock(&pt->lock);
+        _ts_invalid_pointer("realloc", ptr);
+    }
+    unsigned k = b->order;
+    size_t usable = (size_t)((char *)b + ((size_t)1 << k) - (char *)ptr);
+    if (b->state == POW2_USED && size <= POW2_HEAP_MAX_REQUEST) {
+        unsigned k2 = pow2_order_for(size + POW2_HDR);
+        pow2_hdr_t *nb = b;
+        if (k2 < k)
+            part_shrink(pt, b, k, k2);
+        else if (k2 > k)
+            nb = part_grow(pt, b, k, k2);
+        pow2_unlock(&pt->lock);
+        if (nb) return (char *)nb + POW2_HDR;
+    } else {
+        pow2_unlock(&pt->lock);
+        if (size <= usable) return ptr; /* aligned blocks keep their place */
+    }
+    return realloc_move(ptr, usable, size);
+}
+
+int P2(trim)(size_t pad) {
+    unsigned n = pow2_nparts();
+    /* Spares to the pool, so that the top can go and the rest be purged. */
+    for (unsigned i = 0; i < n; i++) {
+        pow2_part_t *pt = &P2(parts)[i];
+        pow2_lock(&pt->lock);
+        pow2_free_t *spare = pt->lists[POW2_MAX_ORDER - POW2_MIN_ORDER];
+        if (spare) {
+            list_unlink(pt, spare, POW2_MAX_ORDER);
+            pt->chunks--;
+            pow2_heap_enter();
+            P2(chunk_put)(spare);
+            pow2_heap_leave();
+        }
+        pow2_unlock(&pt->lock);
+    }
+    pow2_central_lock();
+    bool released = P2(release_top)(true, pad);
+    size_t purged = P2(purge_pool)();
+    pow2_central_unlock();
+    return released || purged ? 1 : 0;
+}
+
+void P2(lock_all)(void) {
+    unsigned n = pow2_nparts();
+    for (unsigned i = 0; i < n; i++) pow2_lock(&P2(parts)[i].lock);
+    pow2_heap_enter();
+}
+
+void P2(unlock_all)(void) {
+    unsigned n = pow2_nparts();
+    pow2_heap_leave();
+    for (unsigned i = n; i-- > 0;) pow2_unlock(&P2(parts)[i].lock);
+}
+
+void P2(info)(ts_heap_info_t *info) {
+    P2(lock_all)();
+    unsigned n = pow2_nparts();
+    const pow2_central_t *h = &P2(central);
+    size_t used = 0, blocks = 0, free_bytes = h->pool_chunks * POW2_CHUNK;
+    for (unsigned i = 0; i < n; i++) {
+        used += P2(parts)[i].used_bytes;
+        blocks += P2(parts)[i].used_blocks;
+        free_bytes += P2(parts)[i].free_bytes;
+    }
+    info->arena = (h->brk_chunks + h->map_chunks) * POW2_CHUNK;
+    info->mmapped = h->huge_bytes;
+    info->mmapped_count = h->huge_count;
+    info->in_use = used - blocks * POW2_HDR;
+    info->free = free_bytes;
+    info->releasable = P2(releasable)();
+    info->peak = h->peak;
+    P2(unlock_all)();
+}
+
+void P2(atfork_prepare)(void) {
+    P2(lock_all)();
+}
+
+void P2(atfork_parent)(void) {
+    P2(unlock_all)();
+}
+
+void P2(atfork_child)(void) {
+    for (unsigned i = 0; i < POW2_PART_SLOTS; i++)
+        atomic_store_explicit(&P2(parts)[i].lock.held, 0, memory_order_relaxed);
+    atomic_store_explicit(&P2(central).lock.held, 0, memory_order_relaxed);
+}

@@ -151,6 +151,19 @@ void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move) 
     return p;
 }
 
+void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target) {
+    if (should_fail(TS_OS_FAIL_REMAP)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
 bool _ts_os_purge(void *addr, size_t size) { return madvise(addr, size, MADV_DONTNEED) == 0; }
 
 bool _ts_os_purge_lazy(void *addr, size_t size) {

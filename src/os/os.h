@@ -36,6 +36,11 @@ TS_HIDDEN bool _ts_os_unmap(void *addr, size_t size);
 /* Resize a mapping; may move it when `may_move`. NULL on failure (the old
  * mapping is then untouched). */
 TS_HIDDEN void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move);
+/* Move a mapping onto [target, target + new_size), replacing whatever is
+ * mapped there (MREMAP_FIXED): lets a design keep its alignment while the
+ * kernel moves the pages instead of copying them. NULL with ENOMEM on
+ * failure (the old mapping is then untouched). */
+TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target);
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */
 TS_HIDDEN bool _ts_os_purge(void *addr, size_t size);
@@ -78,7 +83,7 @@ TS_HIDDEN void _ts_os_sleep_ns(uint64_t ns);
 enum {
     TS_OS_FAIL_MMAP = 1 << 0,  /* _ts_os_map, _ts_os_map_aligned */
     TS_OS_FAIL_SBRK = 1 << 1,  /* _ts_os_sbrk with a positive increment */
-    TS_OS_FAIL_REMAP = 1 << 2, /* _ts_os_remap */
+    TS_OS_FAIL_REMAP = 1 << 2, /* _ts_os_remap, _ts_os_remap_to */
 };
 TS_HIDDEN void _ts_os_test_fail(unsigned ops, long skip, long count);
 /* How many calls the hook has refused so far (for tests). */

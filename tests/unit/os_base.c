@@ -25,7 +25,13 @@ static void test_mappings(void) {
     unsigned char *q = _ts_os_remap(p, 3 * page, 300 * page, true);
     CHECK(q);
     CHECK(q[0] == 0x42 && q[3 * page - 1] == 0x42 && q[300 * page - 1] == 0);
-    CHECK(_ts_os_unmap(q, 300 * page));
+    /* remap_to: the pages move to a chosen address, contents intact. */
+    unsigned char *target = _ts_os_map(600 * page);
+    CHECK(target);
+    unsigned char *moved = _ts_os_remap_to(q, 300 * page, 400 * page, target + 100 * page);
+    CHECK(moved == target + 100 * page);
+    CHECK(moved[0] == 0x42 && moved[3 * page - 1] == 0x42 && moved[399 * page] == 0);
+    CHECK(_ts_os_unmap(target, 600 * page));
 
     for (size_t align = page * 2; align <= ((size_t)64 << 20); align *= 4) {
         void *a = _ts_os_map_aligned(align, align);

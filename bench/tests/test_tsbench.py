@@ -1,0 +1,474 @@
+"""Tests for bench/tsbench, run by ctest (tests/bench/bench.cmake) as
+`python3 -m unittest -v test_tsbench` from this folder.
+
+The runner is exercised on a fake build directory: bin/tsb-<name> are small
+Python scripts that behave according to the library in LD_PRELOAD, and the
+"allocators" are copies of a harmless system library (so the dynamic loader
+really preloads them). Nothing here needs matplotlib or the network.
+"""
+
+import csv
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TSBENCH = os.path.join(HERE, "..", "tsbench")
+
+
+def load_tsbench():
+    loader = importlib.machinery.SourceFileLoader("tsbench_under_test", TSBENCH)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+tsbench = load_tsbench()
+
+# A fake workload: reads LD_PRELOAD and misbehaves as its library's name says.
+FAKE_WORKLOAD = r'''#!__PYTHON__
+import os, signal, sys, time
+name = __NAME__
+pre = os.environ.get("LD_PRELOAD", "")
+lib = os.path.basename(pre) or "glibc"
+log = os.environ.get("TSB_FAKE_LOG")
+if log:
+    with open(log, "a") as f:
+        f.write("%s %s\n" % (name, lib))
+if "crashy" in lib:
+    os.kill(os.getpid(), signal.SIGSEGV)
+if "hang" in lib:
+    time.sleep(60)
+if "broken" in lib:
+    print(name + ": FAILED block 7 corrupted")
+    sys.exit(1)
+if "silent" in lib:
+    sys.exit(0)
+times = {"glibc": 0.100, "libjemalloc.so.2": 0.050, "libtsalloc.so": 0.080}
+t = times.get(lib, 0.120)
+check = 999 if "wrong" in lib else 42
+origin = pre if pre and "nopreload" not in lib else "/lib/x86_64-linux-gnu/libc.so.6"
+threads = 4096 if name == "lecture1" else 1
+print("%s: rss_extra=7 threads=%d time_s=%.6f check=%d sbrk_growth_bytes=4096 "
+      "malloc_from=%s ok" % (name, threads, t, check, origin))
+'''
+
+TSALLOC_FAKES = ["libtsalloc.so", "libtsalloc-crashy.so", "libtsalloc-wrong.so",
+                 "libtsalloc-hang.so", "libtsalloc-broken.so", "libtsalloc-nopreload.so",
+                 "libtsalloc-silent.so", "libtsalloc-classic.so"]
+
+
+def harmless_library():
+    """A real shared library that does nothing when preloaded."""
+    for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+              "/lib", "/usr/lib", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"):
+        for name in ("libdl.so.2", "libutil.so.1", "librt.so.1"):
+            path = os.path.join(d, name)
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def make_fake_build(root, workloads=("lecture1", "fragmentation"), launcher=None):
+    """root/build/{bin,lib} and root/peers with only jemalloc."""
+    lib = harmless_library()
+    build = os.path.join(root, "build")
+    os.makedirs(os.path.join(build, "bin"))
+    os.makedirs(os.path.join(build, "lib"))
+    peers = os.path.join(root, "peers")
+    os.makedirs(peers)
+    for name in workloads:
+        path = os.path.join(build, "bin", "tsb-" + name)
+        with open(path, "w") as f:
+            f.write(FAKE_WORKLOAD.replace("__PYTHON__", sys.executable)
+                    .replace("__NAME__", repr(name)))
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    for name in TSALLOC_FAKES:
+        shutil.copy(lib, os.path.join(build, "lib", name))
+    shutil.copy(lib, os.path.join(peers, "libjemalloc.so.2"))
+    if launcher:
+        shutil.copy(launcher, os.path.join(build, "bin", "tsbench-exec"))
+    return build, peers
+
+
+def run_main(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = tsbench.main(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+class ParsingTest(unittest.TestCase):
+    def test_ok_line_fields_are_typed(self):
+        status, fields, reason = tsbench.parse_result(
+            "lecture1", "noise\nlecture1: threads=32 time_s=0.25 check=123 "
+                        "malloc_from=/lib/libc.so.6 ok\n")
+        self.assertEqual(status, tsbench.OK)
+        self.assertEqual(reason, "")
+        self.assertEqual(fields["threads"], 32)
+        self.assertEqual(fields["time_s"], 0.25)
+        self.assertEqual(fields["check"], 123)
+        self.assertEqual(fields["malloc_from"], "/lib/libc.so.6")
+
+    def test_failed_line_gives_its_reason(self):
+        status, _, reason = tsbench.parse_result("memsim", "memsim: FAILED thread 1: lost\n")
+        self.assertEqual(status, tsbench.FAILED)
+        self.assertEqual(reason, "thread 1: lost")
+
+    def test_missing_or_unfinished_line_fails(self):
+        self.assertEqual(tsbench.parse_result("x", "y: time_s=1 ok\n")[0], tsbench.FAILED)
+        self.assertEqual(tsbench.parse_result("x", "x: time_s=1\n")[0], tsbench.FAILED)
+        # Another workload's name as a prefix is not this workload's line.
+        self.assertEqual(tsbench.parse_result("x", "xy: time_s=1 ok\n")[0], tsbench.FAILED)
+
+    def test_strace_summary(self):
+        text = """% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 94.96    2.347314          44     53653     14030 futex
+  3.00    0.070000          10      7000           madvise
+  1.00    0.010000           5      2000           mmap
+------ ----------- ----------- --------- --------- ----------------
+100.00    2.427314                 62653     14030 total
+"""
+        calls = tsbench.parse_strace_summary(text)
+        self.assertEqual(calls["futex"], 53653)
+        self.assertEqual(calls["madvise"], 7000)
+        self.assertEqual(calls["total"], 62653)
+
+    def test_time_formatting(self):
+        self.assertEqual(tsbench.fmt_ms(0.25), "250")
+        self.assertEqual(tsbench.fmt_ms(0.0123), "12.3")
+        self.assertEqual(tsbench.fmt_ms(0.0000123), "0.012")
+        self.assertEqual(tsbench.fmt_ms(None), "-")
+
+
+def fake_run(status=tsbench.OK, time_s=0.1, rss=1000, check=42, threads=1):
+    r = tsbench.RunResult()
+    r.status = status
+    r.wall_s = time_s + 0.01
+    r.user_s = r.sys_s = 0.0
+    r.maxrss_kb = rss
+    if status == tsbench.OK:
+        r.fields = {"time_s": time_s, "check": check, "threads": threads}
+    else:
+        r.reason = "boom"
+    return r
+
+
+class StatisticsTest(unittest.TestCase):
+    def setUp(self):
+        self.wl = tsbench.Workload("w", "test", [], [])
+
+    def test_median_min_max(self):
+        runs = [fake_run(time_s=t, rss=r) for t, r in ((0.3, 3000), (0.1, 1000), (0.2, 5000))]
+        s = tsbench.summarize(self.wl, tsbench.Allocator("a", None, "system"), runs, 2)
+        self.assertEqual(s["status"], tsbench.OK)
+        self.assertAlmostEqual(s["time_s"], 0.2)
+        self.assertAlmostEqual(s["time_s_min"], 0.1)
+        self.assertAlmostEqual(s["time_s_max"], 0.3)
+        self.assertEqual(s["maxrss_kb"], 3000)
+        self.assertEqual(s["runs_ok"], 3)
+
+    def test_one_bad_run_makes_the_cell_bad_and_timeless(self):
+        runs = [fake_run(time_s=0.001), fake_run(status=tsbench.CRASHED)]
+        s = tsbench.summarize(self.wl, tsbench.Allocator("a", None, "system"), runs, 2)
+        self.assertEqual(s["status"], tsbench.CRASHED)
+        self.assertIn("1 of 2 runs", s["reason"])
+        self.assertIsNone(s["time_s"])
+        self.assertIsNone(s["maxrss_kb"])
+
+    def test_oversubscription(self):
+        s = tsbench.summarize(self.wl, tsbench.Allocator("a", None, "system"),
+                              [fake_run(threads=32)], 2)
+        self.assertTrue(s["oversubscribed"])
+        s = tsbench.summarize(self.wl, tsbench.Allocator("a", None, "system"),
+                              [fake_run(threads=2)], 2)
+        self.assertFalse(s["oversubscribed"])
+
+    def test_ratios_against_glibc_and_best_peer(self):
+        allocs = [tsbench.Allocator("glibc", None, "system"),
+                  tsbench.Allocator("jemalloc", "/x", "peer"),
+                  tsbench.Allocator("tcmalloc", "/y", "peer"),
+                  tsbench.Allocator("tsalloc", "/z", "tsalloc")]
+        times = {"glibc": 0.1, "jemalloc": 0.05, "tcmalloc": 0.2, "tsalloc": 0.08}
+        summaries = [tsbench.summarize(self.wl, a, [fake_run(time_s=times[a.name], rss=2000)], 2)
+                     for a in allocs]
+        tsbench.add_ratios(summaries, allocs)
+        by = {s["allocator"]: s for s in summaries}
+        self.assertAlmostEqual(by["tsalloc"]["ratio_glibc"], 0.8)
+        self.assertAlmostEqual(by["tsalloc"]["ratio_best_peer"], 1.6)
+        self.assertEqual(by["tsalloc"]["best_peer"], "jemalloc")
+        self.assertAlmostEqual(by["glibc"]["ratio_glibc"], 1.0)
+        self.assertAlmostEqual(by["tsalloc"]["rss_ratio_glibc"], 1.0)
+
+    def test_wrong_check_value_is_marked(self):
+        allocs = [tsbench.Allocator("glibc", None, "system"),
+                  tsbench.Allocator("bad", "/b", "tsalloc"),
+                  tsbench.Allocator("good", "/g", "tsalloc")]
+        cells = {("w", "glibc"): [fake_run(check=42)], ("w", "bad"): [fake_run(check=41)],
+                 ("w", "good"): [fake_run(check=42)]}
+        tsbench.check_values(self.wl, cells, allocs)
+        self.assertEqual(cells[("w", "bad")][0].status, tsbench.WRONG)
+        self.assertIn("expected 42", cells[("w", "bad")][0].reason)
+        self.assertEqual(cells[("w", "good")][0].status, tsbench.OK)
+
+    def test_check_reference_without_glibc_is_the_majority(self):
+        allocs = [tsbench.Allocator(n, "/" + n, "tsalloc") for n in ("a", "b", "c")]
+        cells = {("w", "a"): [fake_run(check=7)], ("w", "b"): [fake_run(check=5)],
+                 ("w", "c"): [fake_run(check=5)]}
+        tsbench.check_values(self.wl, cells, allocs)
+        self.assertEqual(cells[("w", "a")][0].status, tsbench.WRONG)
+        self.assertEqual(cells[("w", "b")][0].status, tsbench.OK)
+
+
+@unittest.skipIf(harmless_library() is None, "no harmless shared library to preload")
+class EndToEndTest(unittest.TestCase):
+    """One run of tsbench over the fake build; the tests read its outputs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="tsbench-test-")
+        cls.build, cls.peers = make_fake_build(cls.root)
+        cls.out = os.path.join(cls.root, "results")
+        cls.log = os.path.join(cls.root, "order.log")
+        os.environ["TSB_FAKE_LOG"] = cls.log
+        user_lib = os.path.join(cls.root, "libmine.so")
+        shutil.copy(harmless_library(), user_lib)
+        cls.code, cls.stdout, cls.stderr = run_main([
+            "--build", cls.build, "--peer-dir", cls.peers, "--runs", "2",
+            "--workloads", "lecture1,fragmentation", "--out", cls.out, "--no-plots",
+            "--callgrind", "off", "--timeout", "3", "--min-timeout", "1",
+            "--allocator", "mine=" + user_lib, "--allocator", "ghost=/nonexistent/libghost.so"])
+        del os.environ["TSB_FAKE_LOG"]
+        with open(os.path.join(cls.out, "results.json")) as f:
+            cls.doc = json.load(f)
+        cls.cell = {(s["workload"], s["allocator"]): s for s in cls.doc["summary"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def test_exit_code_and_report_location(self):
+        self.assertEqual(self.code, 0, self.stdout + self.stderr)
+        self.assertIn("report: " + os.path.join(self.out, "report.html"), self.stdout)
+        self.assertTrue(os.path.isfile(os.path.join(self.out, "report.html")))
+
+    def test_discovery(self):
+        names = [a["name"] for a in self.doc["allocators"]]
+        self.assertEqual(names[:4], ["glibc", "jemalloc", "tcmalloc", "mimalloc"])
+        for design in ("tsalloc", "crashy", "wrong", "hang", "broken", "nopreload", "silent",
+                       "mine", "ghost"):
+            self.assertIn(design, names)
+        self.assertNotIn("classic", names)  # libtsalloc-classic.so does not replace malloc
+
+    def test_missing_allocators_are_reported(self):
+        self.assertRegex(self.stdout, r"tcmalloc missing .*apt-get install -y libjemalloc2 "
+                                      r"libtcmalloc-minimal4 libmimalloc2.0")
+        self.assertIn("mimalloc missing", self.stdout)
+        self.assertIn("ghost missing: file not found", self.stdout)
+        missing = {a["name"] for a in self.doc["allocators"] if not a["available"]}
+        self.assertEqual(missing, {"tcmalloc", "mimalloc", "ghost"})
+        self.assertNotIn(("lecture1", "tcmalloc"), self.cell)
+        with open(os.path.join(self.out, "report.html")) as f:
+            self.assertIn("MISSING", f.read())
+
+    def test_good_cells_have_medians_and_ratios(self):
+        c = self.cell[("lecture1", "tsalloc")]
+        self.assertEqual(c["status"], "ok")
+        self.assertEqual(c["runs_ok"], 2)
+        self.assertAlmostEqual(c["time_s"], 0.08)
+        self.assertAlmostEqual(c["ratio_glibc"], 0.8)
+        self.assertAlmostEqual(c["ratio_best_peer"], 1.6)
+        self.assertEqual(c["best_peer"], "jemalloc")
+        self.assertEqual(c["sbrk_growth_bytes"], 4096)
+        self.assertEqual(c["extra"].get("rss_extra"), 7)
+        self.assertEqual(self.cell[("lecture1", "mine")]["status"], "ok")
+
+    def test_bad_allocators_fail_instead_of_looking_fast(self):
+        expect = {"crashy": "crashed", "hang": "timeout", "wrong": "wrong",
+                  "broken": "failed", "nopreload": "failed", "silent": "failed"}
+        for name, status in expect.items():
+            c = self.cell[("lecture1", name)]
+            self.assertEqual(c["status"], status, name)
+            self.assertIsNone(c["time_s"], name)
+            self.assertIsNone(c["ratio_glibc"], name)
+        self.assertIn("SIGSEGV", self.cell[("lecture1", "crashy")]["reason"])
+        self.assertIn("block 7 corrupted", self.cell[("lecture1", "broken")]["reason"])
+        self.assertIn("preload not in effect", self.cell[("lecture1", "nopreload")]["reason"])
+        self.assertIn("expected 42", self.cell[("lecture1", "wrong")]["reason"])
+
+    def test_failed_cells_are_not_rerun(self):
+        self.assertEqual(self.cell[("lecture1", "crashy")]["runs"], 1)
+        self.assertEqual(self.cell[("lecture1", "hang")]["runs"], 1)
+        self.assertEqual(self.cell[("lecture1", "glibc")]["runs"], 2)
+
+    def test_runs_are_interleaved(self):
+        with open(self.log) as f:
+            seen = [line.split()[1] for line in f if line.startswith("lecture1 ")]
+        # round 1 runs every allocator, round 2 only the healthy ones, in the same order
+        first = seen[:seen.index("glibc", 1)]
+        second = seen[len(first):]
+        self.assertEqual(first[:3], ["glibc", "libjemalloc.so.2", "libtsalloc.so"])
+        self.assertEqual(second, [n for n in first if n in ("glibc", "libjemalloc.so.2",
+                                                             "libtsalloc.so", "libmine.so")])
+
+    def test_terminal_table(self):
+        block = self.stdout[self.stdout.index("== lecture1"):self.stdout.index("== fragmentation")]
+        self.assertIn("oversubscribed", block.splitlines()[0])
+        lines = {l.split()[0]: l for l in block.splitlines()[2:] if l.strip()}
+        self.assertIn("CRASHED", lines["crashy"])
+        self.assertIn("TIMEOUT", lines["hang"])
+        self.assertIn("WRONG", lines["wrong"])
+        self.assertRegex(lines["tsalloc"], r"\s80\.0\s.*\s0\.80\s+1\.60\s")
+        matrix = self.stdout[self.stdout.index("== time relative to glibc"):].splitlines()
+        header = matrix[1].split()[1:]
+        row = next(l for l in matrix if l.strip().startswith("lecture1")).split()[1:]
+        got = dict(zip(header, row))
+        self.assertEqual(got, {"glibc": "1.00", "jemalloc": "0.50", "tsalloc": "0.80",
+                               "crashy": "C", "wrong": "W", "hang": "T", "broken": "F",
+                               "nopreload": "F", "silent": "F", "mine": "1.20"})
+
+    def test_csv_shape(self):
+        with open(os.path.join(self.out, "runs.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(list(rows[0].keys()), tsbench.RUN_COLUMNS)
+        # 4 healthy allocators x 2 workloads x 2 runs, 6 broken ones x 2 workloads x 1 run
+        self.assertEqual(len(rows), 4 * 2 * 2 + 6 * 2)
+        crashed = [r for r in rows if r["allocator"] == "crashy"]
+        self.assertTrue(all(r["status"] == "crashed" and r["time_s"] == "" for r in crashed))
+        with open(os.path.join(self.out, "summary.csv")) as f:
+            summary = list(csv.DictReader(f))
+        self.assertEqual(list(summary[0].keys()), tsbench.SUMMARY_COLUMNS)
+        self.assertEqual(len(summary), 10 * 2)
+
+    def test_json_shape(self):
+        for key in ("machine", "config", "allocators", "workloads", "summary", "runs", "notes",
+                    "started", "command"):
+            self.assertIn(key, self.doc)
+        m = self.doc["machine"]
+        for key in ("cpu", "cores", "kernel", "glibc"):
+            self.assertTrue(m[key], key)
+        self.assertEqual(self.doc["config"]["runs"], 2)
+        self.assertEqual([w["name"] for w in self.doc["workloads"]], ["lecture1", "fragmentation"])
+        frag = [r for r in self.doc["runs"]
+                if r["workload"] == "fragmentation" and r["status"] == "ok"]
+        self.assertTrue(frag and all(isinstance(r["rss_series"], list) for r in frag))
+
+    def test_html_report(self):
+        with open(os.path.join(self.out, "report.html")) as f:
+            page = f.read()
+        self.assertIn("<h2>Machine</h2>", page)
+        self.assertIn("Oversubscription", page)
+        self.assertIn("CRASHED", page)
+        self.assertNotIn("src='plots/", page)  # self-contained: no external images
+
+
+@unittest.skipIf(harmless_library() is None, "no harmless shared library to preload")
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="tsbench-cli-")
+        self.build, self.peers = make_fake_build(self.root, workloads=("fastpath",))
+
+    def tearDown(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def test_list(self):
+        code, out, _ = run_main(["--build", self.build, "--peer-dir", self.peers, "--list"])
+        self.assertEqual(code, 0)
+        self.assertIn("jemalloc", out)
+        self.assertIn("tcmalloc", out)
+        self.assertIn("MISSING", out)
+        self.assertRegex(out, r"lecture1 .*\[not built\]")
+        self.assertNotRegex(out, r"fastpath .*\[not built\]")
+
+    def test_unknown_allocator_is_reported_and_others_run(self):
+        code, out, _ = run_main(["--build", self.build, "--peer-dir", self.peers, "--quick",
+                                 "--allocators", "glibc,nosuch", "--workloads", "fastpath",
+                                 "--out", os.path.join(self.root, "r"), "--no-plots"])
+        self.assertEqual(code, 0)
+        self.assertIn("nosuch missing: unknown allocator", out)
+        self.assertRegex(out, r"\n  glibc .* 1\.00 ")
+
+    def test_strict_fails_on_a_bad_cell(self):
+        args = ["--build", self.build, "--peer-dir", self.peers, "--quick", "--workloads",
+                "fastpath", "--no-plots", "--strict"]
+        code, _, _ = run_main(args + ["--allocators", "glibc,tsalloc",
+                                      "--out", os.path.join(self.root, "a")])
+        self.assertEqual(code, 0)
+        code, _, _ = run_main(args + ["--allocators", "glibc,crashy",
+                                      "--out", os.path.join(self.root, "b")])
+        self.assertEqual(code, 1)
+
+    def test_workload_not_built_is_skipped(self):
+        code, out, _ = run_main(["--build", self.build, "--peer-dir", self.peers, "--quick",
+                                 "--allocators", "glibc", "--workloads", "lecture2,fastpath",
+                                 "--out", os.path.join(self.root, "c"), "--no-plots"])
+        self.assertEqual(code, 0)
+        self.assertIn("lecture2 skipped: tsb-lecture2 is not built", out)
+
+    def test_time_budget_stops_repeats(self):
+        out_dir = os.path.join(self.root, "d")
+        code, out, _ = run_main(["--build", self.build, "--peer-dir", self.peers, "--quick",
+                                 "--allocators", "glibc,tsalloc", "--workloads", "fastpath",
+                                 "--runs", "3", "--time-budget", "0.001", "--out", out_dir,
+                                 "--no-plots"])
+        self.assertEqual(code, 0)
+        self.assertIn("time budget", out)
+        with open(os.path.join(out_dir, "results.json")) as f:
+            doc = json.load(f)
+        self.assertEqual([s["runs"] for s in doc["summary"]], [1, 1])
+
+    def test_unknown_workload_is_an_error(self):
+        with self.assertRaises(SystemExit):
+            run_main(["--build", self.build, "--workloads", "nosuch"])
+
+
+LAUNCHER = os.environ.get("TSBENCH_EXEC")
+
+
+@unittest.skipUnless(LAUNCHER and os.access(LAUNCHER, os.X_OK),
+                     "TSBENCH_EXEC (the built bin/tsbench-exec) not given")
+class LauncherTest(unittest.TestCase):
+    def test_peak_rss_is_not_the_runners(self):
+        # Without the launcher, ru_maxrss carries Python's RSS across exec.
+        direct, _, _ = tsbench.run_process(["true"], 30)
+        launched, _, _ = tsbench.run_process(["true"], 30, launcher=LAUNCHER)
+        self.assertEqual(launched.status, tsbench.OK)
+        self.assertLess(launched.maxrss_kb, direct.maxrss_kb)
+        self.assertLess(launched.maxrss_kb, 8 * 1024)
+
+    def test_crash_and_exit_status_pass_through(self):
+        r, _, _ = tsbench.run_process(["sh", "-c", "kill -SEGV $$"], 30, launcher=LAUNCHER)
+        self.assertEqual(r.status, tsbench.CRASHED)
+        self.assertIn("SIGSEGV", r.reason)
+        r, _, _ = tsbench.run_process(["sh", "-c", "exit 3"], 30, launcher=LAUNCHER)
+        self.assertEqual(r.exit, 3)
+
+    def test_preload_reaches_the_child_only(self):
+        lib = harmless_library()
+        r, out, _ = tsbench.run_process(["sh", "-c", "echo $LD_PRELOAD"], 30, preload=lib,
+                                        launcher=LAUNCHER)
+        self.assertEqual(out.strip(), lib)
+
+    def test_timeout_kills_the_whole_group(self):
+        r, _, _ = tsbench.run_process(["sleep", "30"], 0.5, launcher=LAUNCHER)
+        self.assertEqual(r.status, tsbench.TIMEOUT)
+        self.assertLess(r.wall_s, 10)
+
+    def test_rss_is_sampled_from_the_child(self):
+        r, _, _ = tsbench.run_process(
+            [sys.executable, "-c", "import time; b = bytearray(64 << 20); time.sleep(0.3)"],
+            30, launcher=LAUNCHER, sample_rss=True)
+        self.assertEqual(r.status, tsbench.OK)
+        self.assertGreater(max(kb for _, kb in r.rss_series), 60 * 1024)
+
+
+if __name__ == "__main__":
+    unittest.main()

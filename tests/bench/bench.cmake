@@ -1,0 +1,97 @@
+# tsbench (bench/): every workload in a tiny configuration under glibc and
+# under every tsalloc design, with its result line checked (a crash, a FAILED
+# line or a missing "<name>: ... ok" line fails the test); the runner's unit
+# tests on fake allocators; and a --quick run of the real runner.
+#
+# Under ts_preload_test the workloads also check that malloc really comes
+# from a tsalloc library (TSALLOC_EXPECT_DESIGN), so a preload that did not
+# take effect cannot pass on glibc.
+
+set(_tsb_trace ${CMAKE_CURRENT_BINARY_DIR}/bench_quick.trace)
+
+# _tsb_check(<test name> <workload>): the result line must be there and ok.
+function(_tsb_check test wl)
+  set_tests_properties("${test}" PROPERTIES
+    PASS_REGULAR_EXPRESSION "(^|\n)${wl}: [^\n]* ok(\n|$)"
+    FAIL_REGULAR_EXPRESSION "FAILED;tsalloc: ")
+endfunction()
+
+# _tsb_workload(<workload> <args...>): one test on glibc, one per design.
+function(_tsb_workload wl)
+  if(NOT TARGET tsb-${wl})
+    return()
+  endif()
+  add_test(NAME "bench_${wl}[glibc]" COMMAND tsb-${wl} ${ARGN})
+  set_tests_properties("bench_${wl}[glibc]" PROPERTIES TIMEOUT 60)
+  _tsb_check("bench_${wl}[glibc]" ${wl})
+  ts_preload_test(bench_${wl} tsb-${wl} ARGS ${ARGN} TIMEOUT 60)
+  foreach(d ${TS_ALL_DESIGNS})
+    _tsb_check("bench_${wl}[${d}]" ${wl})
+  endforeach()
+endfunction()
+
+_tsb_workload(lecture1 --threads 4 --iters 2000)
+_tsb_workload(lecture2 --pairs 2 --batches 4 --batch 64 --ring 256)
+_tsb_workload(measurement --api malloc --threads 2 --blocks 500)
+_tsb_workload(collatz-ivec --threads 2 --count 300)
+_tsb_workload(collatz-list --threads 2 --count 100)
+_tsb_workload(server --threads 2 --slots 100 --rounds 3 --ops 500)
+_tsb_workload(xthread --producers 1 --consumers 2 --blocks 4096 --batch 64 --depth 4)
+_tsb_workload(false-sharing --threads 2 --rounds 10 --writes 1000)
+_tsb_workload(fragmentation --small 5000)
+_tsb_workload(large --max-mb 4 --blocks 4 --max-block-mb 2 --live 2)
+_tsb_workload(fastpath --iters 20000 --warmup 100)
+
+# memsim replays a trace that gentrace writes first (a ctest fixture).
+if(TARGET tsb-gentrace AND TARGET tsb-memsim)
+  add_test(NAME "bench_gentrace[glibc]"
+           COMMAND tsb-gentrace --ops 2000 --slots 200 --out ${_tsb_trace})
+  set_tests_properties("bench_gentrace[glibc]" PROPERTIES TIMEOUT 60
+                       FIXTURES_SETUP bench_trace)
+  _tsb_check("bench_gentrace[glibc]" gentrace)
+  add_test(NAME "bench_gentrace_lifo[glibc]"
+           COMMAND tsb-gentrace --ops 500 --slots 50 --size log:1:70000 --life lifo:40
+                   --realloc-pct 20 --calloc-pct 20 --out ${_tsb_trace}.lifo)
+  set_tests_properties("bench_gentrace_lifo[glibc]" PROPERTIES TIMEOUT 60
+                       FIXTURES_SETUP bench_trace)
+  _tsb_check("bench_gentrace_lifo[glibc]" gentrace)
+
+  _tsb_workload(memsim --trace ${_tsb_trace} --threads 2 --repeats 2)
+  add_test(NAME "bench_memsim_lifo[glibc]"
+           COMMAND tsb-memsim --trace ${_tsb_trace}.lifo --threads 3 --repeats 2)
+  set_tests_properties("bench_memsim_lifo[glibc]" PROPERTIES TIMEOUT 60)
+  _tsb_check("bench_memsim_lifo[glibc]" memsim)
+  set(_tsb_memsim_tests "bench_memsim[glibc]" "bench_memsim_lifo[glibc]")
+  foreach(d ${TS_ALL_DESIGNS})
+    list(APPEND _tsb_memsim_tests "bench_memsim[${d}]")
+  endforeach()
+  set_tests_properties(${_tsb_memsim_tests} PROPERTIES FIXTURES_REQUIRED bench_trace)
+
+  # A malformed trace is an error with its line number, not a crash.
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bench_bad.trace "tstrace 1\nm 0 16\nf 1\n")
+  add_test(NAME "bench_memsim_bad_trace[glibc]"
+           COMMAND tsb-memsim --trace ${CMAKE_CURRENT_BINARY_DIR}/bench_bad.trace)
+  set_tests_properties("bench_memsim_bad_trace[glibc]" PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "memsim: FAILED [^\n]*bench_bad.trace:3: free of empty slot 1")
+endif()
+
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND AND TARGET tsbench-exec)
+  # The runner on fake workloads and fake allocators (no matplotlib, no network).
+  add_test(NAME tsbench_unit
+           COMMAND ${Python3_EXECUTABLE} -m unittest -v test_tsbench
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/bench/tests)
+  set_tests_properties(tsbench_unit PROPERTIES TIMEOUT 180
+    ENVIRONMENT "TSBENCH_EXEC=$<TARGET_FILE:tsbench-exec>;PYTHONDONTWRITEBYTECODE=1")
+
+  # The real runner over every workload, quick sizes, glibc and the peers that
+  # are installed; --strict fails the test if any cell is not ok.
+  add_test(NAME tsbench_quick
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/tsbench
+                   --build ${PROJECT_BINARY_DIR} --quick --strict --no-plots --callgrind off
+                   --min-timeout 30
+                   --allocators glibc,jemalloc,tcmalloc,mimalloc
+                   --out ${CMAKE_CURRENT_BINARY_DIR}/tsbench_quick)
+  set_tests_properties(tsbench_quick PROPERTIES TIMEOUT 180
+    ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+endif()

@@ -1,0 +1,382 @@
+/* The bestfit-tls design, the seeds' no-lock version (ts_malloc_nolock /
+ * ts_free_nolock): each thread has its own best-fit heap (fitheap.h) in
+ * thread-local storage, searched and changed without any lock.
+ *
+ * - A block goes to the heap of the thread that frees it, whoever allocated
+ *   it. So blocks are never reused or coalesced across threads: a block freed
+ *   by thread B is invisible to thread A (docs/bestfit.md measures the cost).
+ * - Heaps grow with sbrk under grow_lock, the one lock of the hot paths, which
+ *   also guards the segment table that validates pointers (read lock-free).
+ * - When a thread exits (pthread key destructor), its free blocks go to the
+ *   orphan heap, under orphan_lock. A thread whose own heap has no fit takes
+ *   its best fit from the orphan heap before growing. A thread that allocates
+ *   or frees after its destructor ran works on the orphan heap directly.
+ * - registry lists the live threads' heaps, only so that statistics can add
+ *   up their free bytes.
+ *
+ * Invariants: a thread's heap is touched by that thread only (statistics read
+ * its atomic free_bytes); the orphan heap only under orphan_lock; segs is
+ * written only under grow_lock. In a fork child the other threads' heaps are
+ * lost (they may have been mid-update): their free blocks are leaked.
+ * Lock order: registry_lock, orphan_lock, grow_lock, then the OS sbrk lock.
+ *
+ * Exported from here: ts_malloc_nolock, ts_free_nolock, and the weak
+ * get_data_segment_size / get_data_segment_free_space_size that bestfit
+ * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fitheap.h explains).
+ */
+#include "designs/bestfit/debug.h"
+#include "designs/bestfit/fitheap.h"
+#include "designs/design.h"
+#include "tsalloc/classic.h"
+
+#include <pthread.h>
+
+TS_DESIGN_DECLARE(bestfit_tls)
+TS_HIDDEN size_t _ts_bestfit_tls_segment_bytes(void);
+TS_HIDDEN size_t _ts_bestfit_tls_free_space_bytes(void);
+
+enum { THREAD_FRESH = 0, THREAD_LIVE, THREAD_DEAD };
+
+typedef struct ts_fit_thread {
+    ts_fit_heap_t heap;
+    struct ts_fit_thread *prev, *next; /* registry links, under registry_lock */
+    int state;
+} ts_fit_thread_t;
+
+static TS_TLS ts_fit_thread_t self;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static ts_fit_thread_t *registry; /* under registry_lock */
+static ts_fit_heap_t orphans;     /* under orphan_lock */
+static ts_fit_segs_t segs;        /* written under grow_lock */
+/* Loaded under registry_lock before any thread's first use (thread_start). */
+static ts_fit_config_t config;
+static bool config_loaded, exit_key_made;
+static pthread_key_t exit_key;
+
+static void thread_exit(void *arg);
+
+/* First call of this thread: register its heap and the exit hook. */
+static TS_NOINLINE void thread_start(void) {
+    pthread_mutex_lock(&registry_lock);
+    if (!config_loaded) {
+        fit_config_load(&config);
+        config_loaded = true;
+        /* pthread_key_create does not allocate. Without a key (the process
+         * used them all up) exiting threads' free blocks are leaked. */
+        exit_key_made = pthread_key_create(&exit_key, thread_exit) == 0;
+    }
+    self.prev = NULL;
+    self.next = registry;
+    if (registry) registry->prev = &self;
+    registry = &self;
+    self.state = THREAD_LIVE;
+    pthread_mutex_unlock(&registry_lock);
+    /* May allocate (key index >= 32): we are live, so that recursion works. */
+    if (exit_key_made) pthread_setspecific(exit_key, &self);
+}
+
+static ts_fit_block_t *grow_and_take(ts_fit_heap_t *h, size_t need, bool *clean) {
+    for (int i = 0; i < FIT_GROW_TRIES; i++) {
+        size_t inc = fit_grow_size(&config, need);
+        pthread_mutex_lock(&grow_lock);
+        void *old = fit_segs_obtain(&segs, inc);
+        pthread_mutex_unlock(&grow_lock);
+        if (!old) return NULL;
+        fit_add_chunk(h, old, inc);
+        ts_fit_block_t *b = fit_take(h, &config, need, clean);
+        if (b) return b;
+    }
+    return NULL;
+}
+
+/* Gives the top back when free block f of heap h ends at the break and is
+ * over the threshold. The caller owns h. */
+static inline void maybe_trim(ts_fit_heap_t *h, ts_fit_free_t *f) {
+    if (f && ts_unlikely(f->size > config.trim_threshold) &&
+        fit_end(f) == FIT_LOAD(segs.last_end)) {
+        pthread_mutex_lock(&grow_lock);
+        fit_give_back(h, &segs, f, 0);
+        pthread_mutex_unlock(&grow_lock);
+    }
+}
+
+static inline void release(ts_fit_heap_t *h, ts_fit_block_t *b) {
+    ts_fit_free_t *f = (ts_fit_free_t *)b;
+    fit_set_free(f, fit_used_size(b));
+    maybe_trim(h, fit_put(h, f));
+}
+
+/* The calling thread's heap, or NULL when its exit hook already ran (then the
+ * caller works on the orphan heap under orphan_lock). */
+static inline ts_fit_heap_t *my_heap(void) {
+    if (ts_likely(self.state == THREAD_LIVE)) return &self.heap;
+    if (self.state == THREAD_DEAD) return NULL;
+    thread_start();
+    return &self.heap;
+}
+
+/* Lock the heap to work on: ours (nothing to lock) or the orphans'. */
+static inline ts_fit_heap_t *enter(void) {
+    ts_fit_heap_t *h = my_heap();
+    if (h) return h;
+    pthread_mutex_lock(&orphan_lock);
+    return &orphans;
+}
+
+static inline void leave(ts_fit_heap_t *h) {
+    if (h == &orphans) pthread_mutex_unlock(&orphan_lock);
+}
+
+static TS_NOINLINE ts_fit_block_t *take_slow(ts_fit_heap_t *h, size_t need, bool *clean) {
+    if (h != &orphans && FIT_LOAD(orphans.free_bytes) >= need) {
+        pthread_mutex_lock(&orphan_lock);
+        ts_fit_block_t *b = fit_take(&orphans, &config, need, clean);
+        pthread_mutex_unlock(&orphan_lock);
+        if (b) return b;
+    }
+    return grow_and_take(h, need, clean);
+}
+
+/* Best fit in h (entered), then in the orphan heap, then from new memory.
+ * *clean: see fit_take. */
+static inline ts_fit_block_t *take(ts_fit_heap_t *h, size_t need, bool *clean) {
+    ts_fit_block_t *b = fit_take(h, &config, need, clean);
+    return ts_likely(b != NULL) ? b : take_slow(h, need, clean);
+}
+
+void *_ts_bestfit_tls_malloc(size_t size) {
+    size_t need = fit_block_size(size);
+    ts_fit_block_t *b = NULL;
+    if (ts_likely(need)) {
+        ts_fit_heap_t *h = enter();
+        b = take(h, need, NULL);
+        leave(h);
+    }
+    if (ts_unlikely(!b)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fit_payload(b);
+}
+
+void _ts_bestfit_tls_free(void *ptr) {
+    if (!ptr) return;
+    ts_fit_block_t *b = fit_checked_block(&segs, ptr, "free", true);
+    ts_fit_heap_t *h = enter();
+    release(h, b);
+    leave(h);
+}
+
+/* Memory carved from the never-written part of a top needs no clearing. */
+void *_ts_bestfit_tls_calloc(size_t total) {
+    size_t need = fit_block_size(total);
+    ts_fit_block_t *b = NULL;
+    bool clean = false;
+    if (ts_likely(need)) {
+        ts_fit_heap_t *h = enter();
+        b = take(h, need, &clean);
+        leave(h);
+    }
+    if (ts_unlikely(!b)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (!clean) memset(fit_payload(b), 0, total);
+    return fit_payload(b);
+}
+
+void *_ts_bestfit_tls_realloc(void *ptr, size_t size) {
+    ts_fit_block_t *b = fit_checked_block(&segs, ptr, "realloc", false);
+    size_t need = fit_block_size(size), old_payload = fit_used_size(b) - FIT_HEADER;
+    if (ts_unlikely(!need)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    ts_fit_heap_t *h = enter();
+    ts_fit_free_t *freed;
+    if (fit_resize(h, &config, b, need, &freed)) {
+        maybe_trim(h, freed);
+        leave(h);
+        return ptr;
+    }
+    ts_fit_block_t *nb = take(h, need, NULL);
+    if (nb) {
+        memcpy(fit_payload(nb), ptr, old_payload);
+        release(h, b);
+    }
+    leave(h);
+    if (!nb) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fit_payload(nb);
+}
+
+void *_ts_bestfit_tls_memalign(size_t align, size_t size) {
+    size_t need = fit_block_size(size);
+    ts_fit_block_t *b = NULL;
+    if (ts_likely(need && align <= FIT_MAX_REQUEST)) {
+        ts_fit_heap_t *h = enter();
+        b = take(h, need + align + FIT_MIN_BLOCK, NULL);
+        if (b) {
+            ts_fit_free_t *freed;
+            b = fit_align(h, &config, b, align, need, &freed);
+            maybe_trim(h, freed);
+        }
+        leave(h);
+    }
+    if (!b) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fit_payload(b);
+}
+
+size_t _ts_bestfit_tls_usable_size(const void *ptr) {
+    return fit_used_size(fit_checked_block(&segs, ptr, "malloc_usable_size", false)) - FIT_HEADER;
+}
+
+static bool trim_heap(ts_fit_heap_t *h, size_t pad) {
+    ts_fit_free_t *top = fit_highest(h);
+    if (!top || fit_end(top) != FIT_LOAD(segs.last_end)) return false;
+    pthread_mutex_lock(&grow_lock);
+    bool released = fit_give_back(h, &segs, top, pad);
+    pthread_mutex_unlock(&grow_lock);
+    return released;
+}
+
+int _ts_bestfit_tls_trim(size_t pad) {
+    ts_fit_heap_t *h = my_heap();
+    bool released = h && trim_heap(h, pad);
+    pthread_mutex_lock(&orphan_lock);
+    released |= trim_heap(&orphans, pad);
+    pthread_mutex_unlock(&orphan_lock);
+    return released;
+}
+
+void _ts_bestfit_tls_info(ts_heap_info_t *info) {
+    info->arena = FIT_LOAD(segs.obtained);
+    info->mmapped = 0;
+    info->mmapped_count = 0;
+    info->free = _ts_bestfit_tls_free_space_bytes();
+    size_t used = FIT_LOAD(segs.wasted) + info->free;
+    info->in_use = info->arena > used ? info->arena - used : 0;
+    info->releasable = 0; /* the top may belong to any thread: not known without locking all */
+    info->peak = FIT_LOAD(segs.peak);
+}
+
+/* Thread exit: hand every free block of the dying thread to the orphan heap,
+ * where they coalesce with what other exited threads left. */
+static void thread_exit(void *arg) {
+    ts_fit_thread_t *t = arg;
+    if (t != &self || t->state != THREAD_LIVE) return;
+    pthread_mutex_lock(&registry_lock);
+    pthread_mutex_lock(&orphan_lock);
+    ts_fit_free_t *f;
+    while ((f = fit_pop(&t->heap)) != NULL) maybe_trim(&orphans, fit_put(&orphans, f));
+    pthread_mutex_unlock(&orphan_lock);
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        registry = t->next;
+    if (t->next) t->next->prev = t->prev;
+    t->state = THREAD_DEAD;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void _ts_bestfit_tls_atfork_prepare(void) {
+    pthread_mutex_lock(&registry_lock);
+    pthread_mutex_lock(&orphan_lock);
+    pthread_mutex_lock(&grow_lock);
+}
+
+void _ts_bestfit_tls_atfork_parent(void) {
+    pthread_mutex_unlock(&grow_lock);
+    pthread_mutex_unlock(&orphan_lock);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void _ts_bestfit_tls_atfork_child(void) {
+    pthread_mutex_init(&grow_lock, NULL);
+    pthread_mutex_init(&orphan_lock, NULL);
+    pthread_mutex_init(&registry_lock, NULL);
+    /* Only this thread survives; the others' heaps (and free blocks) are lost. */
+    registry = NULL;
+    if (self.state == THREAD_LIVE) {
+        self.prev = self.next = NULL;
+        registry = &self;
+    }
+}
+
+/* ---- the seed API --------------------------------------------------------- */
+
+TS_EXPORT void *ts_malloc_nolock(size_t size) {
+    return _ts_bestfit_tls_malloc(size);
+}
+TS_EXPORT void ts_free_nolock(void *ptr) {
+    _ts_bestfit_tls_free(ptr);
+}
+
+size_t _ts_bestfit_tls_segment_bytes(void) {
+    return FIT_LOAD(segs.obtained);
+}
+
+/* A sum of values other threads are changing: exact only when they are idle. */
+size_t _ts_bestfit_tls_free_space_bytes(void) {
+    pthread_mutex_lock(&registry_lock);
+    size_t total = FIT_LOAD(orphans.free_bytes);
+    for (ts_fit_thread_t *t = registry; t; t = t->next) total += FIT_LOAD(t->heap.free_bytes);
+    pthread_mutex_unlock(&registry_lock);
+    return total;
+}
+
+FIT_DEFINE_DATA_SEGMENT_API(_ts_bestfit_tls, _ts_bestfit)
+
+/* ---- debug hooks (debug.h) ------------------------------------------------ */
+
+void _ts_bestfit_tls_debug_walk(ts_bestfit_walk_fn fn, void *arg) {
+    ts_fit_heap_t *h = my_heap();
+    if (h) fit_walk(h, fn, arg);
+}
+
+void _ts_bestfit_tls_debug_walk_orphans(ts_bestfit_walk_fn fn, void *arg) {
+    pthread_mutex_lock(&orphan_lock);
+    fit_walk(&orphans, fn, arg);
+    pthread_mutex_unlock(&orphan_lock);
+}
+
+const char *_ts_bestfit_tls_debug_check(void) {
+    ts_fit_heap_t *h = my_heap();
+    const char *err = h ? fit_check(h, &segs) : NULL;
+    pthread_mutex_lock(&orphan_lock);
+    if (!err) err = fit_check(&orphans, &segs);
+    pthread_mutex_unlock(&orphan_lock);
+    return err;
+}
+
+size_t _ts_bestfit_tls_debug_block_size(size_t request) {
+    return fit_block_size(request);
+}
+
+void _ts_bestfit_tls_debug_tunables(ts_bestfit_tunables_t *out) {
+    my_heap(); /* loads the configuration */
+    out->min_split = config.min_split;
+    out->trim_threshold = config.trim_threshold;
+    out->grow_chunk = config.grow_chunk;
+}
+
+size_t _ts_bestfit_tls_debug_wasted(void) {
+    return FIT_LOAD(segs.wasted);
+}
+
+size_t _ts_bestfit_tls_debug_thread_free(void) {
+    ts_fit_heap_t *h = my_heap();
+    return h ? FIT_LOAD(h->free_bytes) : 0;
+}
+
+size_t _ts_bestfit_tls_debug_orphan_free(void) {
+    return FIT_LOAD(orphans.free_bytes);
+}

@@ -2,10 +2,13 @@
  * 21 .. 28 rounded to the bin and cached on free; larger ones exact and
  * unmapped on free); realloc of them keeps the contents; when the OS refuses
  * memory every entry point gives NULL with ENOMEM and the next calls work.
+ * A block that cannot grow in place has its pages moved, not copied, and
+ * falls back to a copy when the OS refuses the move.
  * Run with "nocache" (and TSALLOC_BINS_CACHE=0): freed bin blocks are unmapped. */
 #include "check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 
@@ -205,6 +208,168 @@ static void test_os_failure(void) {
     pthread_barrier_destroy(&fail_cleared);
 }
 
+/* ---- growth that cannot stay in place ------------------------------------ */
+
+/* True when no mapping of this process covers addr (reads /proc/self/maps
+ * without allocating). */
+static int address_unmapped(uintptr_t addr) {
+    static char maps[1 << 20];
+    int fd = open("/proc/self/maps", O_RDONLY);
+    CHECK(fd >= 0);
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < sizeof maps && (n = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    maps[len] = 0;
+    for (char *line = maps; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : 0) {
+        char *dash;
+        uintptr_t lo = (uintptr_t)strtoull(line, &dash, 16);
+        uintptr_t hi = (uintptr_t)strtoull(dash + 1, NULL, 16);
+        if (lo <= addr && addr < hi) return 0;
+    }
+    return 1;
+}
+
+/* Take the page right after p's mapping (p + usable size), so realloc cannot
+ * grow p in place. Returns that page, or NULL when something was there already. */
+static void *block_after(const void *p) {
+    uintptr_t end = (uintptr_t)p + malloc_usable_size((void *)p);
+    if (!address_unmapped(end)) return NULL;
+    void *page = _ts_os_map(4096);
+    CHECK(page);
+    if (page != (void *)end) CHECK(_ts_os_remap_to(page, 4096, 4096, (void *)end) == (void *)end);
+    return (void *)end;
+}
+
+static void do_free(void *p) {
+    free(p);
+}
+
+/* p's old range must be gone from the design: freeing into it is foreign. */
+static void check_not_ours(const void *p) {
+    char want[128];
+    snprintf(want, sizeof want, "tsalloc: free(): invalid pointer %p", p);
+    CHECK_MSG(ts_expect_abort(do_free, (void *)p, want), "old range of %p still ours", p);
+}
+
+/* Grow p (its first `have` bytes tagged with seed) to `size` while the page
+ * after it is taken and mmap may succeed once only: the copy path would need
+ * a second mapping, so only moving the pages can succeed. */
+static unsigned char *grow_by_moving(unsigned char *p, size_t have, size_t size,
+                                     unsigned char seed) {
+    void *blocker = block_after(p);
+    struct mallinfo2 before = mallinfo2();
+    size_t old_usable = malloc_usable_size(p);
+    long failures = _ts_os_test_failures();
+    _ts_os_test_fail(TS_OS_FAIL_MMAP, 1, -1);
+    unsigned char *q = realloc(p, size);
+    _ts_os_test_fail(0, 0, 0);
+    CHECK_MSG(q != NULL, "realloc(%zu) of a blocked block did not move its pages", size);
+    CHECK_EQ(_ts_os_test_failures(), failures); /* no second mmap was asked for */
+    CHECK(q != p);
+    CHECK(pages_tagged(q, have, seed));
+    CHECK(_ts_bins_block_is_mapped(q)); /* registered: locating it aborts otherwise */
+    CHECK(malloc_usable_size(q) >= size);
+    struct mallinfo2 mi = mallinfo2();
+    CHECK_EQ(mi.hblks, before.hblks);
+    CHECK_EQ(mi.hblkhd, before.hblkhd + malloc_usable_size(q) - old_usable);
+    check_not_ours(p);
+    if (blocker) _ts_os_unmap(blocker, 4096);
+    return q;
+}
+
+static void test_realloc_moves(void) {
+    malloc_trim(0); /* no cached block to hand out instead of a mapping */
+    /* A bin block: 3 MiB (bin 22) grows to 40 MiB (bin 26). */
+    unsigned char *p = malloc(3 * MiB);
+    CHECK(p);
+    tag_pages(p, 4 * MiB, 21);
+    unsigned char *q = grow_by_moving(p, 4 * MiB, 40 * MiB, 21);
+    CHECK_EQ(((uintptr_t)q - BINS_MAPPED_OFFSET) % BINS_CHUNK_SIZE, 0);
+    CHECK_EQ(_ts_bins_block_bin(q), 26);
+    CHECK_EQ(malloc_usable_size(q), 64 * MiB);
+    CHECK(q[4 * MiB] == 0 && q[64 * MiB - 1] == 0); /* the new pages: fresh zeros */
+    tag_pages(q, 64 * MiB, 22);
+    /* The moved block shrinks in place, and grows back in place into the
+     * range it just gave up (mremap needs it to be a single mapping). */
+    unsigned char *r = realloc(q, 5 * MiB);
+    CHECK_MSG(r == q, "a moved block did not shrink in place: %p -> %p", (void *)q, (void *)r);
+    CHECK_EQ(malloc_usable_size(r), 8 * MiB);
+    CHECK(pages_tagged(r, 8 * MiB, 22));
+    r = realloc(q, 40 * MiB);
+    CHECK_MSG(r == q, "a moved block did not grow in place: %p -> %p", (void *)q, (void *)r);
+    CHECK_EQ(malloc_usable_size(r), 64 * MiB);
+    CHECK(pages_tagged(r, 8 * MiB, 22));
+    free(r);
+
+    /* Over-aligned: memalign(4 MiB) keeps its alignment when it moves. */
+    p = memalign(4 * MiB, 3 * MiB);
+    CHECK(p && (uintptr_t)p % (4 * MiB) == 0);
+    tag_pages(p, 3 * MiB, 23);
+    q = grow_by_moving(p, 3 * MiB, 10 * MiB, 23);
+    CHECK_EQ((uintptr_t)q % (4 * MiB), 0);
+    CHECK_EQ(_ts_bins_block_bin(q), 0);
+    CHECK_EQ(malloc_usable_size(q), 10 * MiB);
+    free(q);
+}
+
+/* A growth that a cached block can serve copies into it (its pages are in
+ * memory already) and caches the old block; without a cache the pages move. */
+static void test_realloc_prefers_cache(void) {
+    malloc_trim(0);
+    unsigned char *cached = malloc(5 * MiB); /* bin 23 */
+    CHECK(cached);
+    free(cached);
+    unsigned char *p = malloc(3 * MiB); /* bin 22 */
+    CHECK(p);
+    tag_pages(p, 4 * MiB, 40);
+    void *blocker = block_after(p);
+    unsigned char *q = realloc(p, 6 * MiB);
+    CHECK(q && q != p && pages_tagged(q, 4 * MiB, 40));
+    CHECK_EQ(_ts_bins_block_bin(q), 23);
+    if (nocache) {
+        check_not_ours(p);
+    } else {
+        CHECK_MSG(q == cached, "cached block %p not used, got %p", (void *)cached, (void *)q);
+        unsigned char *again = malloc(3 * MiB);
+        CHECK_MSG(again == p, "old block %p not cached, got %p", (void *)p, (void *)again);
+        free(again);
+    }
+    free(q);
+    if (blocker) _ts_os_unmap(blocker, 4096);
+}
+
+/* The OS refuses part of a blocked growth: the result is still right. */
+static void grow_blocked_refused(unsigned ops, long skip, long count, long refusals) {
+    malloc_trim(0);
+    unsigned char *p = malloc(3 * MiB);
+    CHECK(p);
+    tag_pages(p, 4 * MiB, 30);
+    void *blocker = block_after(p);
+    long failures = _ts_os_test_failures();
+    _ts_os_test_fail(ops, skip, count);
+    unsigned char *q = realloc(p, 20 * MiB);
+    _ts_os_test_fail(0, 0, 0);
+    CHECK_MSG(q && q != p, "ops %u skip %ld count %ld: realloc gave %p", ops, skip, count,
+              (void *)q);
+    CHECK_EQ(_ts_os_test_failures() - failures, refusals);
+    CHECK(pages_tagged(q, 4 * MiB, 30));
+    CHECK_EQ(_ts_bins_block_bin(q), 25);
+    CHECK_EQ(malloc_usable_size(q), 32 * MiB);
+    tag_pages(q, 32 * MiB, 31);
+    CHECK(pages_tagged(q, 32 * MiB, 31));
+    free(q);
+    if (blocker) _ts_os_unmap(blocker, 4096);
+}
+
+static void test_realloc_move_refused(void) {
+    grow_blocked_refused(TS_OS_FAIL_REMAP, 0, 1, 1);  /* in place refused: the pages move */
+    grow_blocked_refused(TS_OS_FAIL_REMAP, 1, 1, 1);  /* the move refused: copy */
+    grow_blocked_refused(TS_OS_FAIL_MMAP, 0, 1, 1);   /* no range to move to: copy */
+    grow_blocked_refused(TS_OS_FAIL_REMAP, 0, -1, 2); /* no mremap at all: copy */
+}
+
 int main(int argc, char **argv) {
     nocache = argc > 1 && strcmp(argv[1], "nocache") == 0;
     test_huge();
@@ -212,6 +377,9 @@ int main(int argc, char **argv) {
     test_realloc_big();
     test_calloc_big();
     test_os_failure();
+    test_realloc_moves();
+    test_realloc_prefers_cache();
+    test_realloc_move_refused();
     printf("bins_mapped%s: ok\n", nocache ? " (no cache)" : "");
     return 0;
 }

@@ -198,6 +198,7 @@ void _ts_bins_free(void *ptr) {
 void *_ts_bins_realloc(void *ptr, size_t size) {
     located_t at = locate(ptr, "realloc");
     if (at.chunk && block_is_free(ptr)) _ts_invalid_pointer("realloc", ptr);
+    void *q;
     if (size <= at.usable) {
         /* Shrinking: stay unless the block would be more than 4x too big. */
         if (at.chunk) {
@@ -205,13 +206,13 @@ void *_ts_bins_realloc(void *ptr, size_t size) {
         } else if (size > at.usable / 2) {
             return ptr;
         } else if (size > ((size_t)1 << BINS_CHUNK_MAX_BIN) &&
-                   _ts_bins_mapped_resize(at.mapped, size)) {
-            return ptr;
+                   (q = _ts_bins_mapped_resize(at.mapped, size)) != NULL) {
+            return q; /* shrunk in place */
         }
-    } else if (at.mapped && _ts_bins_mapped_resize(at.mapped, size)) {
-        return ptr; /* grown in place */
+    } else if (at.mapped && (q = _ts_bins_mapped_resize(at.mapped, size)) != NULL) {
+        return q; /* grown in place, or its pages moved */
     }
-    void *q = _ts_bins_malloc(size);
+    q = _ts_bins_malloc(size);
     if (!q) return NULL;
     memcpy(q, ptr, size < at.usable ? size : at.usable);
     _ts_bins_free(ptr);

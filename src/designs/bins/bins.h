@@ -230,7 +230,9 @@ TS_HIDDEN void *_ts_bins_mapped_alloc(ts_bins_arena_t *a, size_t size, size_t al
 TS_HIDDEN void _ts_bins_mapped_free(ts_bins_mapped_t *m, ts_bins_arena_t *self);
 TS_HIDDEN ts_bins_mapped_t *_ts_bins_mapped_check(uintptr_t header, const void *p, const char *func,
                                                   bool freeing);
-TS_HIDDEN bool _ts_bins_mapped_resize(ts_bins_mapped_t *m, size_t size);
+/* The block's user pointer after the resize (moved when it grew and could not
+ * stay), or NULL with the block untouched. */
+TS_HIDDEN void *_ts_bins_mapped_resize(ts_bins_mapped_t *m, size_t size);
 TS_HIDDEN bool _ts_bins_cache_flush(ts_bins_arena_t *a);
 
 /* ---- introspection for the unit tests (not part of any public API) ------- */

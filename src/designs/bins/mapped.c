@@ -12,9 +12,16 @@
  * (H + align when align <= 2 MiB, H + 2 MiB when larger), so a pointer finds
  * its header like a chunk block does.
  *
+ * realloc grows a block into a cached block of the new bin when the caller's
+ * arena has one (warm pages: a copy beats page faults); else it resizes in
+ * place with mremap, and when the address space after the block is taken the
+ * kernel moves its pages onto a new range with the same alignment (header
+ * included) instead of realloc copying them.
+ *
  * Invariants: the cache is owner-only; a thread that frees another arena's
  * mapped block unmaps it at once. A cached block has live == 0, which is how
- * a second free of it is caught; an unmapped one is no longer registered.
+ * a second free of it is caught; an unmapped or moved-away range is no longer
+ * registered. map_size always matches the mapping (one mapping per block).
  */
 #include "designs/bins/bins.h"
 
@@ -112,10 +119,54 @@ void _ts_bins_mapped_free(ts_bins_mapped_t *m, ts_bins_arena_t *self) {
     unmap_block(m);
 }
 
-/* Grow or shrink in place with mremap (never moving: the header must stay
- * on its 2 MiB boundary). The caller keeps size > 1 MiB. */
-bool _ts_bins_mapped_resize(ts_bins_mapped_t *m, size_t size) {
-    if (size > BINS_MAX_REQUEST) return false;
+/* Move the block's pages onto a fresh region of `new_size` bytes aligned like
+ * the old one; the header moves with them. Reserving the region first is what
+ * finds a free range with the right alignment; mremap then replaces the
+ * reservation with one mapping of `new_size` (the old pages at its start, zero
+ * pages after them), so later in-place resizes, which need a single mapping,
+ * still work. NULL when the OS says no (the block is then untouched). */
+static ts_bins_mapped_t *move_block(ts_bins_mapped_t *m, size_t new_size) {
+    size_t lead = (size_t)((char *)m - m->map_base); /* align - 2 MiB when over-aligned */
+    size_t offset = (size_t)(m->user - (char *)m);
+    char *base = _ts_os_map_aligned(new_size, lead + BINS_CHUNK_SIZE);
+    if (!base) return NULL;
+    if (((uintptr_t)base + new_size - 1) >> BINS_ADDRESS_BITS) {
+        _ts_os_unmap(base, new_size);
+        return NULL;
+    }
+    /* Unregister first: once moved, the old range may become another region. */
+    _ts_bins_registry_remove((uintptr_t)m);
+    if (!_ts_os_remap_to(m->map_base, m->map_size, new_size, base)) {
+        _ts_bins_registry_add((uintptr_t)m);
+        _ts_os_unmap(base, new_size);
+        return NULL;
+    }
+    ts_bins_mapped_t *moved = (ts_bins_mapped_t *)(base + lead);
+    moved->map_base = base;
+    moved->map_size = new_size;
+    moved->user = (char *)moved + offset;
+    _ts_bins_registry_add((uintptr_t)moved);
+    return moved;
+}
+
+/* Does the calling thread's arena cache a block that malloc(size) would take? */
+static bool cache_holds(size_t size) {
+    ts_bins_arena_t *a = _ts_bins_tls_arena;
+    return a && size <= ((size_t)1 << BINS_MAX_BIN) && a->cache[ts_bins_bin_of(size)];
+}
+
+/* Resize a mapped block for realloc; the caller keeps size > 1 MiB. Shrinks
+ * and grows in place with mremap; a growth that finds the address space after
+ * the block taken moves the pages (move_block) rather than copying them.
+ * Returns the block's (possibly new) user pointer, or NULL with the block
+ * untouched and errno unchanged: then realloc copies. */
+void *_ts_bins_mapped_resize(ts_bins_mapped_t *m, size_t size) {
+    if (size > BINS_MAX_REQUEST) return NULL;
+    /* A cached block of the new size has its pages in memory already: copying
+     * into it costs less than faulting in fresh pages, and the old block goes
+     * into the cache in turn, so a buffer grown again and again keeps reusing
+     * the same warm blocks (the cache bound also bounds the copy). */
+    if (size > m->usable && cache_holds(size)) return NULL;
     size_t usable;
     unsigned bin = 0;
     if (m->bin && size <= ((size_t)1 << BINS_MAX_BIN)) {
@@ -124,26 +175,31 @@ bool _ts_bins_mapped_resize(ts_bins_mapped_t *m, size_t size) {
     } else {
         usable = ts_align_up(size, _ts_os_page_size());
     }
+    size_t old_size = m->map_size;
     size_t new_size = (size_t)(m->user - m->map_base) + usable;
-    if (new_size != m->map_size) {
+    if (new_size != old_size) {
         int saved = errno;
-        void *r = _ts_os_remap(m->map_base, m->map_size, new_size, false);
+        ts_bins_mapped_t *at = m;
+        if (_ts_os_remap(m->map_base, old_size, new_size, false))
+            m->map_size = new_size;
+        else
+            at = new_size > old_size ? move_block(m, new_size) : NULL;
         errno = saved;
-        if (!r) return false;
-        if (new_size > m->map_size) {
-            atomic_fetch_add_explicit(&_ts_bins_stats.mapped_bytes, new_size - m->map_size,
+        if (!at) return NULL;
+        m = at;
+        if (new_size > old_size) {
+            atomic_fetch_add_explicit(&_ts_bins_stats.mapped_bytes, new_size - old_size,
                                       BINS_RELAXED);
             _ts_bins_note_mapped_total();
         } else {
-            atomic_fetch_sub_explicit(&_ts_bins_stats.mapped_bytes, m->map_size - new_size,
+            atomic_fetch_sub_explicit(&_ts_bins_stats.mapped_bytes, old_size - new_size,
                                       BINS_RELAXED);
         }
-        m->map_size = new_size;
     }
     atomic_fetch_add_explicit(&_ts_bins_stats.mapped_live, usable - m->usable, BINS_RELAXED);
     m->usable = usable;
     m->bin = (uint8_t)bin;
-    return true;
+    return m->user;
 }
 
 /* Unmap every cached block of the arena (its owner calls). */

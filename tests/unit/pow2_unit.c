@@ -1,8 +1,11 @@
 /* pow2 and pow2-partitioned, single-threaded unit tests. Linked with the
  * design's static library (it is malloc here) and compiled once per design
- * (POW2_PARTITIONED=1 for the partitioned one), so the hidden dump and
- * check functions are callable. Each case runs in its own process:
- *   pow2_unit <split|realloc|mremap|giveback|dump|osfail|gap|misuse>
+ * (POW2_PARTITIONED=1 for the partitioned one), so the hidden dump, check
+ * and counters are callable. Each case runs in its own process:
+ *   pow2_unit <split|realloc|mremap|giveback|dump|osfail|gap|misuse|
+ *              lazy|lazyflush|trim>
+ * Cases whose expectations depend on the merge policy read the lazy
+ * watermark and also run with TSALLOC_POW2_LAZY=0 (eager merging).
  *
  * Free-list snapshots are taken with the non-allocating dump into static
  * buffers, so the only heap operations between two snapshots are the ones
@@ -31,7 +34,7 @@ static void check_heap(const char *where) {
 /* ---- free-list snapshots ------------------------------------------------ */
 
 typedef struct {
-    unsigned part, order;
+    unsigned part, order, lazy; /* lazy: from a lazy list */
     uintptr_t addr;
 } fb_t;
 
@@ -55,9 +58,10 @@ static void snapshot(snap_t *s) {
         *end = 0;
         if (strncmp(line, "partition ", 10) == 0) {
             part = (unsigned)strtoul(line + 10, NULL, 10);
-        } else if (strncmp(line, "  order ", 8) == 0) {
+        } else if (strncmp(line, "  order ", 8) == 0 || strncmp(line, "  lazy ", 7) == 0) {
+            unsigned lazy = line[2] == 'l';
             char *p;
-            unsigned order = (unsigned)strtoul(line + 8, &p, 10);
+            unsigned order = (unsigned)strtoul(line + (lazy ? 7 : 8), &p, 10);
             p = strchr(p, ':');
             CHECK(p);
             p++;
@@ -65,7 +69,7 @@ static void snapshot(snap_t *s) {
                 char *q;
                 uintptr_t a = (uintptr_t)strtoull(p + 1, &q, 16);
                 CHECK(q > p + 1 && s->n < MAX_FB);
-                s->v[s->n++] = (fb_t){part, order, a};
+                s->v[s->n++] = (fb_t){part, order, lazy, a};
                 p = q;
             }
         }
@@ -75,6 +79,7 @@ static void snapshot(snap_t *s) {
 
 static int fb_less(const fb_t *a, const fb_t *b) {
     if (a->part != b->part) return a->part < b->part;
+    if (a->lazy != b->lazy) return a->lazy < b->lazy;
     if (a->order != b->order) return a->order < b->order;
     return a->addr < b->addr;
 }
@@ -96,25 +101,32 @@ static int same_snap(snap_t *a, snap_t *b) {
     if (a->n != b->n) return 0;
     for (size_t i = 0; i < a->n; i++)
         if (a->v[i].part != b->v[i].part || a->v[i].order != b->v[i].order ||
-            a->v[i].addr != b->v[i].addr)
+            a->v[i].lazy != b->v[i].lazy || a->v[i].addr != b->v[i].addr)
             return 0;
     return 1;
 }
 
-static void copy_without(snap_t *dst, const snap_t *src, unsigned part, unsigned order,
-                         uintptr_t addr) {
+static void copy_without(snap_t *dst, const snap_t *src, const fb_t *drop) {
     dst->n = 0;
     for (size_t i = 0; i < src->n; i++)
-        if (!(src->v[i].part == part && src->v[i].order == order && src->v[i].addr == addr))
+        if (!(src->v[i].part == drop->part && src->v[i].order == drop->order &&
+              src->v[i].lazy == drop->lazy && src->v[i].addr == drop->addr))
             dst->v[dst->n++] = src->v[i];
 }
 
-/* First listed (list head) block of partition `part` with order >= k. */
+/* Only the entries from free lists (lazy == 0) or from lazy lists. */
+static void copy_kind(snap_t *dst, const snap_t *src, unsigned lazy) {
+    dst->n = 0;
+    for (size_t i = 0; i < src->n; i++)
+        if (src->v[i].lazy == lazy) dst->v[dst->n++] = src->v[i];
+}
+
+/* First listed (list head) free block of partition `part` with order >= k. */
 static int head_at_least(const snap_t *s, unsigned part, unsigned k, fb_t *out) {
     int found = 0;
     for (size_t i = 0; i < s->n; i++) { /* listed in dump order: heads first */
         const fb_t *f = &s->v[i];
-        if (f->part != part || f->order < k) continue;
+        if (f->part != part || f->order < k || f->lazy) continue;
         if (!found || f->order < out->order) {
             *out = *f;
             found = 1;
@@ -123,54 +135,103 @@ static int head_at_least(const snap_t *s, unsigned part, unsigned k, fb_t *out) 
     return found;
 }
 
+/* Head of partition `part`'s lazy list of order k. */
+static int lazy_head(const snap_t *s, unsigned part, unsigned k, fb_t *out) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].part == part && s->v[i].order == k && s->v[i].lazy) {
+            *out = s->v[i];
+            return 1;
+        }
+    return 0;
+}
+
+static size_t count_lazy(const snap_t *s, unsigned part, unsigned k) {
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        n += s->v[i].part == part && s->v[i].order == k && s->v[i].lazy;
+    return n;
+}
+
 static unsigned order_for(size_t n) {
     unsigned k = 5;
     while (((size_t)1 << k) < n + 16) k++;
     return k;
 }
 
+/* The lazy watermark of order k: 0 when merging is eager. Valid once the
+ * heap has its first chunk. */
+static unsigned lazy_cap(unsigned k) {
+    return k < 20 ? atomic_load(&P2(lazy_cap)[k - 5]) : 0;
+}
+
+static pow2_counters_t counters(void) {
+    pow2_counters_t c;
+    P2(counters)(&c);
+    return c;
+}
+
 /* ---- split and merge ------------------------------------------------------ */
 
-/* malloc takes the head of the smallest non-empty list that fits and splits
- * it, upper halves to their lists; free merges it back: the free lists are
- * exactly as before. */
+/* malloc takes the most recently freed lazy block of its order, else the
+ * head of the smallest non-empty free list that fits and splits it, upper
+ * halves to their lists; free puts the block on its lazy list while under
+ * the watermark, else merges it back: the free lists are exactly as before.
+ * A request no free block fits first merges every lazy block. */
 static void test_split(void) {
     void *keep = malloc(24); /* make sure a chunk is split already */
     CHECK(keep);
+    static snap_t base;
+    snapshot(&base); /* keep is the only block: every lazy block merged gives this */
+    CHECK(count_lazy(&base, 0, order_for(24)) == 0);
     size_t sizes[] = {0, 1, 16, 17, 100, 1000, 5000, 40000, 300000, 600000, WHOLE};
-    int predicted = 0;
+    int predicted = 0, lazy_hits = 0, lazy_frees = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         size_t n = sizes[i];
         unsigned k = order_for(n);
         snapshot(&s0);
-        fb_t from = {0, 0, 0};
-        int found = head_at_least(&s0, 0, k, &from);
+        pow2_counters_t c0 = counters();
+        fb_t from = {0, 0, 0, 0};
+        int hit = lazy_head(&s0, 0, k, &from);
+        int found = hit || head_at_least(&s0, 0, k, &from);
         unsigned char *p = malloc(n);
         snapshot(&s1);
+        pow2_counters_t c1 = counters();
         CHECK(p);
         uintptr_t b = (uintptr_t)p - 16;
         CHECK_EQ(malloc_usable_size(p), ((size_t)1 << k) - 16);
         CHECK_MSG((b & (((uintptr_t)1 << k) - 1)) == 0, "block %p not aligned to 2^%u", (void *)b,
                   k);
         if (found) {
-            CHECK_MSG(b == from.addr, "malloc(%zu): block %p, expected list head %p (order %u)", n,
-                      (void *)b, (void *)from.addr, from.order);
-            copy_without(&want, &s0, 0, from.order, from.addr);
+            CHECK_MSG(b == from.addr, "malloc(%zu): block %p, expected %s head %p (order %u)", n,
+                      (void *)b, hit ? "lazy" : "list", (void *)from.addr, from.order);
+            copy_without(&want, &s0, &from);
             predicted++;
         } else {
-            /* A whole chunk arrived (pool or OS). */
+            /* A whole chunk arrived (pool or OS), after every lazy block merged. */
             CHECK((b & (CHUNK - 1)) == 0);
-            want = s0;
+            copy_kind(&want, &base, 0);
             from.order = 20;
         }
         for (unsigned j = k; j < from.order; j++)
-            want.v[want.n++] = (fb_t){0, j, b + ((uintptr_t)1 << j)};
+            want.v[want.n++] = (fb_t){0, j, 0, b + ((uintptr_t)1 << j)};
         CHECK_MSG(same_snap(&s1, &want), "malloc(%zu): free lists after the split differ", n);
+        CHECK_EQ(c1.splits - c0.splits, (size_t)(from.order - k));
+        lazy_hits += hit;
         memset(p, 0x77, n);
+        size_t lazy_before = count_lazy(&s1, 0, k);
         free(p);
         snapshot(&s2);
-        if (found) {
+        pow2_counters_t c2 = counters();
+        if (lazy_before < lazy_cap(k)) {
+            /* Kept lazy: nothing merges. */
+            want = s1;
+            want.v[want.n++] = (fb_t){0, k, 1, b};
+            CHECK_MSG(same_snap(&s2, &want), "free after malloc(%zu): not kept lazy", n);
+            CHECK_EQ(c2.merges, c1.merges);
+            lazy_frees++;
+        } else if (found) {
             CHECK_MSG(same_snap(&s2, &s0), "free after malloc(%zu): lists not merged back", n);
+            CHECK_EQ(c2.merges - c1.merges, (size_t)(from.order - k));
         } else {
             /* The whole chunk is free again: the partition's spare, or pooled. */
             CHECK(s2.n == want.n - (20 - k) || s2.n == want.n - (20 - k) + 1);
@@ -178,12 +239,17 @@ static void test_split(void) {
         check_heap("split");
     }
     CHECK_MSG(predicted >= 6, "only %d of the splits were predictable", predicted);
+    if (lazy_cap(5)) CHECK(lazy_hits >= 2 && lazy_frees >= 6);
     free(keep);
     check_heap("split end");
-    printf("split: %d exact predictions\n", predicted);
+    printf("split: %d exact predictions, %d lazy hits, %d lazy frees\n", predicted, lazy_hits,
+           lazy_frees);
 }
 
 /* ---- realloc in place ------------------------------------------------------------ */
+
+static const char *block_line(const void *p);
+static char line[512];
 
 static void test_realloc(void) {
     /* Own a 1 KiB block R, then shrink it: R keeps order 7, its upper halves
@@ -221,6 +287,8 @@ static void test_realloc(void) {
               (void *)(R + 128 + 16));
     ts_fill(b, 112, 3);
     free(r);
+    /* Lazy merging keeps r unmerged; growth takes lazy buddies as well. */
+    CHECK_MSG(strstr(block_line(r), lazy_cap(7) ? " state=lazy " : " state=free "), "%s", line);
     unsigned char *m = realloc(b, 200);
     CHECK_MSG(m == r, "left merge: got %p, expected %p", (void *)m, (void *)r);
     CHECK_MSG(ts_verify(m, 112, 3), "left merge lost contents");
@@ -254,8 +322,6 @@ static void test_realloc(void) {
     check_heap("realloc end");
     printf("realloc: ok\n");
 }
-
-static char line[512];
 
 static const char *block_line(const void *p) {
     size_t n = P2(dump_block)(p, line, sizeof line);
@@ -406,6 +472,7 @@ static void test_dump(void) {
     CHECK_MSG(strncmp(text, head, strlen(head)) == 0, "dump starts: %.80s", text);
     CHECK(strstr(text, " mapped=2101248 mapped_blocks=1 pool_chunks="));
     CHECK(strstr(text, "\npartition 0: chunks="));
+    CHECK(strstr(text, " used_blocks=") && strstr(text, " lazy="));
     CHECK(strstr(text, "\npool:"));
     size_t len = strlen(text);
     CHECK(len > 5 && strcmp(text + len - 5, "\nend\n") == 0);
@@ -426,6 +493,14 @@ static void test_dump(void) {
         order_lines++;
     }
     CHECK(order_lines > 0);
+    for (const char *l = strstr(text, "\n  lazy "); l; l = strstr(l + 1, "\n  lazy ")) {
+        char *p;
+        unsigned k = (unsigned)strtoul(l + 8, &p, 10);
+        CHECK(k >= 5 && k < 20 && lazy_cap(k));
+        CHECK(strncmp(p, " size ", 6) == 0);
+        CHECK_EQ(strtoull(p + 6, &p, 10), 1ull << k);
+        CHECK(*p == ':');
+    }
 
     /* print_block: one line, exact. */
     char want_line[256];
@@ -451,13 +526,27 @@ static void test_dump(void) {
     uintptr_t ab = (uintptr_t)al - 64;
     EXPECT_BLOCK(al, "%p: heap block=%p order=8 size=256 usable=192 state=used-aligned %s\n", al,
                  (void *)ab, part_chunk);
-    /* A freed block whose buddy is in use stays a block: state=free. */
+    /* A freed block is lazy (while under the watermark), then, merged by
+     * malloc_trim but with its buddy in use, free. */
     unsigned char *r = malloc(1000);
     CHECK(realloc(r, 100) == r);
     void *b = malloc(100);
     CHECK((char *)b == (char *)r + 128);
     free(r);
     /* (formatted without stdio, which could allocate r again) */
+    if (lazy_cap(7)) {
+        snprintf(want_line, sizeof want_line,
+                 "%p: heap block=%p order=7 size=128 usable=112 state=lazy %s\n", (void *)r,
+                 (void *)(r - 16), part_chunk);
+        CHECK_MSG(strcmp(block_line(r), want_line) == 0, "got \"%s\"", line);
+        /* The lazy list line lists it first (most recently freed). */
+        static char dump[1 << 16];
+        CHECK(P2(dump_freelist)(dump, sizeof dump) < sizeof dump);
+        char lazy_line[64];
+        snprintf(lazy_line, sizeof lazy_line, "\n  lazy 7 size 128: %p", (void *)(r - 16));
+        CHECK_MSG(strstr(dump, lazy_line), "no \"%s\" in:\n%s", lazy_line + 1, dump);
+        malloc_trim(0);
+    }
     snprintf(want_line, sizeof want_line,
              "%p: heap block=%p order=7 size=128 usable=112 state=free %s\n", (void *)r,
              (void *)(r - 16), part_chunk);
@@ -592,7 +681,12 @@ static void usable_ptr(void *p) {
 
 static void test_misuse(void) {
     /* R (order 7, lower) and B = R+128 (upper) both freed: they merge, and
-     * B's header is no block any more. A second free of either aborts. */
+     * B's header is no block any more. A second free of either aborts.
+     * With lazy merging both stay lazy blocks first (a second free is a
+     * double free of either); malloc_trim merges them. `hold` keeps their
+     * chunk from being given back by that trim. */
+    void *hold = malloc(5000);
+    CHECK(hold);
     unsigned char *r = malloc(1000);
     CHECK(realloc(r, 100) == r);
     unsigned char *b = malloc(100);
@@ -600,6 +694,15 @@ static void test_misuse(void) {
     free(r);
     free(b);
     char want[96];
+    if (lazy_cap(7)) {
+        snprintf(want, sizeof want, "tsalloc: free(): double free of %p", (void *)b);
+        CHECK(ts_expect_abort(free_twice_ptr, b, want));
+        snprintf(want, sizeof want, "tsalloc: free(): double free of %p", (void *)r);
+        CHECK(ts_expect_abort(free_twice_ptr, r, want));
+        snprintf(want, sizeof want, "tsalloc: malloc_usable_size(): invalid pointer %p", (void *)b);
+        CHECK(ts_expect_abort(usable_ptr, b, want));
+        malloc_trim(0);
+    }
     snprintf(want, sizeof want, "tsalloc: free(): invalid pointer %p", (void *)b);
     CHECK(ts_expect_abort(free_twice_ptr, b, want));
     snprintf(want, sizeof want, "tsalloc: free(): double free of %p", (void *)r);
@@ -626,8 +729,240 @@ static void test_misuse(void) {
     free(h);
     snprintf(want, sizeof want, "tsalloc: free(): invalid pointer %p", (void *)h);
     CHECK(ts_expect_abort(free_twice_ptr, h, want));
+    free(hold);
     check_heap("misuse");
     printf("misuse: ok\n");
+}
+
+/* ---- lazy merging ------------------------------------------------------------------- */
+
+/* Partition 0's lazy list of order k, head first. */
+static size_t lazy_list(unsigned k, uintptr_t *out, size_t max) {
+    snapshot(&s0);
+    size_t n = 0;
+    for (size_t i = 0; i < s0.n; i++)
+        if (s0.v[i].part == 0 && s0.v[i].order == k && s0.v[i].lazy) {
+            CHECK(n < max);
+            out[n++] = s0.v[i].addr;
+        }
+    return n;
+}
+
+enum { LAZY_EXTRA = 4, LAZY_MAX = 8 + LAZY_EXTRA };
+
+static void test_lazy(void) {
+    free(malloc(1)); /* the settings are read with the first chunk */
+    /* The documented watermark: 8 blocks of each order up to 16 KiB, then
+     * 128 KiB worth per order, nothing above 128 KiB nor whole chunks. */
+    for (unsigned k = 5; k <= 14; k++) CHECK_EQ(lazy_cap(k), 8);
+    CHECK_EQ(lazy_cap(15), 4);
+    CHECK_EQ(lazy_cap(16), 2);
+    CHECK_EQ(lazy_cap(17), 1);
+    CHECK_EQ(lazy_cap(18), 0);
+    CHECK_EQ(lazy_cap(19), 0);
+
+    /* A malloc/free loop of one size: after the first pair the same block
+     * comes back every time, with no split and no merge. */
+    size_t sizes[] = {1, 16, 100, 1000, 4096, 32768, 100000};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        size_t n = sizes[i];
+        pow2_counters_t c0 = counters();
+        unsigned char *first = malloc(n);
+        CHECK(first);
+        free(first);
+        pow2_counters_t c1 = counters();
+        CHECK_MSG(c1.merges == c0.merges, "free(malloc(%zu)) merged %zu levels", n,
+                  c1.merges - c0.merges);
+        CHECK_MSG(strstr(block_line(first), " state=lazy "), "%s", line);
+        for (int it = 0; it < 1000; it++) {
+            unsigned char *p = malloc(n);
+            CHECK_MSG(p == first, "malloc(%zu) #%d: %p, not the lazy block %p", n, it, (void *)p,
+                      (void *)first);
+            p[0] = (unsigned char)it;
+            p[n - 1] = (unsigned char)it;
+            free(p);
+        }
+        pow2_counters_t c2 = counters();
+        CHECK_MSG(c2.splits == c1.splits && c2.merges == c1.merges && c2.flushes == c1.flushes,
+                  "malloc/free(%zu) loop: %zu splits %zu merges %zu flushes", n,
+                  c2.splits - c1.splits, c2.merges - c1.merges, c2.flushes - c1.flushes);
+        CHECK_EQ(c2.lazy_blocks, c1.lazy_blocks);
+    }
+    check_heap("loops");
+
+    /* Above 128 KiB a freed block is never kept lazy. */
+    pow2_counters_t c0 = counters();
+    unsigned char *big = malloc(200000);
+    CHECK(big);
+    free(big);
+    pow2_counters_t c1 = counters();
+    CHECK_EQ(c1.lazy_blocks, c0.lazy_blocks);
+    CHECK_MSG(!strstr(block_line(big), " state=lazy "), "%s", line);
+
+    /* The watermark: of cap + 4 blocks freed, the first cap stay lazy (most
+     * recent first in the list), the others merge; malloc then takes the
+     * lazy ones back in that order, splitting nothing. */
+    unsigned k = order_for(100), cap = lazy_cap(k);
+    CHECK(cap + LAZY_EXTRA <= LAZY_MAX);
+    unsigned char *b[LAZY_MAX];
+    for (unsigned i = 0; i < cap + LAZY_EXTRA; i++) CHECK((b[i] = malloc(100)));
+    for (unsigned i = 0; i < cap + LAZY_EXTRA; i++) free(b[i]);
+    uintptr_t list[LAZY_MAX];
+    size_t n = lazy_list(k, list, LAZY_MAX);
+    CHECK_EQ(n, cap);
+    for (unsigned i = 0; i < cap; i++)
+        CHECK_MSG(list[i] == (uintptr_t)b[cap - 1 - i] - 16, "lazy list[%u] %p, expected %p", i,
+                  (void *)list[i], (void *)(b[cap - 1 - i] - 16));
+    for (unsigned i = cap; i < cap + LAZY_EXTRA; i++)
+        CHECK_MSG(!strstr(block_line(b[i]), " state=lazy "), "over the watermark: %s", line);
+    check_heap("watermark");
+    c0 = counters();
+    for (unsigned i = 0; i < cap; i++) {
+        unsigned char *p = malloc(100);
+        CHECK_MSG(p == b[cap - 1 - i], "malloc #%u: %p, expected %p", i, (void *)p,
+                  (void *)b[cap - 1 - i]);
+    }
+    c1 = counters();
+    CHECK_EQ(c1.splits, c0.splits);
+    CHECK_EQ(c1.lazy_blocks, c0.lazy_blocks - cap);
+    for (unsigned i = 0; i < cap; i++) free(b[i]);
+    check_heap("lazy end");
+    printf("lazy: ok (watermark %u for 128 B blocks)\n", cap);
+}
+
+/* Lazy blocks are merged before the partition takes a new chunk: with the
+ * OS refusing memory, a chunk whose blocks are all lazy still serves a
+ * whole-chunk request. */
+static void test_lazyflush(void) {
+    enum { N = 8 };
+    unsigned char *b[N];
+    for (int i = 0; i < N; i++) CHECK((b[i] = malloc(100)));
+    CHECK_EQ(mallinfo2().arena, CHUNK); /* a fresh process: one chunk */
+    CHECK(lazy_cap(order_for(100)) >= N);
+    for (int i = 0; i < N; i++) free(b[i]);
+    pow2_counters_t c0 = counters();
+    CHECK_EQ(c0.lazy_blocks, (size_t)N);
+    _ts_os_test_fail(TS_OS_FAIL_SBRK | TS_OS_FAIL_MMAP, 0, -1);
+    unsigned char *w = malloc(WHOLE);
+    _ts_os_test_fail(0, 0, 0);
+    CHECK_MSG(w, "the lazy blocks were not merged into their whole chunk");
+    CHECK_EQ((uintptr_t)w - 16, ((uintptr_t)b[0] - 16) & ~(uintptr_t)(CHUNK - 1));
+    pow2_counters_t c1 = counters();
+    CHECK(c1.lazy_blocks == 0 && c1.flushes > c0.flushes);
+    memset(w, 0x44, WHOLE);
+    free(w);
+    check_heap("lazyflush");
+    printf("lazyflush: ok\n");
+}
+
+/* ---- trim and give-back with lazy blocks ---------------------------------------------- */
+
+enum { TRIM_CHUNKS = 6, TRIM_SIZE = 5000 /* 8 KiB blocks */, TRIM_N = TRIM_CHUNKS * 128 };
+static unsigned char *trim_blocks[TRIM_N];
+static bool trim_freed[TRIM_N];
+
+static uintptr_t chunk_of(const void *p) {
+    return ((uintptr_t)p - 16) & ~(uintptr_t)(CHUNK - 1);
+}
+
+static void alloc_trim_blocks(void) {
+    for (int i = 0; i < TRIM_N; i++) {
+        CHECK((trim_blocks[i] = malloc(TRIM_SIZE)));
+        memset(trim_blocks[i], i, TRIM_SIZE);
+        trim_freed[i] = false;
+    }
+}
+
+static void free_trim_block(int i) {
+    CHECK(!trim_freed[i] && trim_blocks[i][TRIM_SIZE - 1] == (unsigned char)i);
+    free(trim_blocks[i]);
+    trim_freed[i] = true;
+}
+
+static void test_trim(void) {
+    char *b0 = sbrk(0);
+    size_t arena0 = mallinfo2().arena;
+    alloc_trim_blocks();
+    char *b1 = sbrk(0);
+    CHECK_MSG(b1 - b0 >= (TRIM_CHUNKS - 1) * (long)CHUNK, "heap grew by %ld only", (long)(b1 - b0));
+    unsigned cap = lazy_cap(order_for(TRIM_SIZE));
+
+    /* First one block of each chunk, then the rest: the first `cap` frees
+     * stay lazy, in every chunk, so no chunk becomes whole and nothing can
+     * go back; eager merging gives the top back at once. */
+    uintptr_t seen[TRIM_N];
+    int nseen = 0, first_frees = 0;
+    for (int i = 0; i < TRIM_N; i++) {
+        uintptr_t c = chunk_of(trim_blocks[i]);
+        int known = 0;
+        for (int j = 0; j < nseen; j++) known |= seen[j] == c;
+        if (known) continue;
+        seen[nseen++] = c;
+        free_trim_block(i);
+        first_frees++;
+    }
+    CHECK(nseen >= TRIM_CHUNKS);
+    for (int i = TRIM_N; i-- > 0 && first_frees < (int)cap;)
+        if (!trim_freed[i]) free_trim_block(i), first_frees++;
+    for (int i = 0; i < TRIM_N; i++)
+        if (!trim_freed[i]) free_trim_block(i);
+    char *b2 = sbrk(0);
+    pow2_counters_t c = counters();
+    if (cap >= (unsigned)nseen) {
+        CHECK_EQ(c.lazy_blocks, (size_t)cap);
+        CHECK_MSG(b2 == b1, "chunks pinned by lazy blocks went back: sbrk(0) %p, was %p", b2, b1);
+    } else if (cap == 0) {
+        CHECK_MSG(b2 <= b0 + 3 * (long)CHUNK, "sbrk(0) %p, was %p before", b2, b0);
+    }
+    check_heap("pinned");
+
+    /* malloc_trim merges every lazy block first: every chunk is whole again
+     * and the top of the heap goes back. */
+    CHECK_EQ(malloc_trim(0), 1);
+    c = counters();
+    CHECK_EQ(c.lazy_blocks, 0);
+    char *b3 = sbrk(0);
+    CHECK_MSG(b3 <= b0 + (long)CHUNK, "after trim sbrk(0) %p, was %p", b3, b0);
+    CHECK_MSG(mallinfo2().arena <= arena0, "arena %zu after trim, %zu before", mallinfo2().arena,
+              arena0);
+    check_heap("trimmed");
+
+    /* Shrinking without trim: everything freed in allocation order. The first
+     * frees go lazy, but once a whole chunk leaves the partition for the pool
+     * they merge and frees merge at once: the top goes back as with eager
+     * merging, and no lazy block is left. */
+    pow2_counters_t c0 = counters();
+    alloc_trim_blocks();
+    char *b4 = sbrk(0);
+    CHECK(b4 - b3 >= (TRIM_CHUNKS - 1) * (long)CHUNK);
+    for (int i = 0; i < TRIM_N; i++) free_trim_block(i);
+    char *b5 = sbrk(0);
+    c = counters();
+    CHECK_EQ(c.lazy_blocks, 0);
+    if (cap) CHECK(c.flushes > c0.flushes);
+    CHECK_MSG(b5 <= b3 + 3 * (long)CHUNK, "sbrk(0) %p after freeing, %p at the peak, %p before", b5,
+              b4, b3);
+    check_heap("shrink");
+
+    /* Growing again (a split) turns lazy merging back on. */
+    unsigned char *first = malloc(100);
+    CHECK(first);
+    free(first);
+    c0 = counters();
+    for (int i = 0; i < 100; i++) {
+        unsigned char *p = malloc(100);
+        CHECK(p == first);
+        free(p);
+    }
+    c = counters();
+    if (cap)
+        CHECK_MSG(c.splits == c0.splits && c.merges == c0.merges && c.lazy_blocks == 1,
+                  "after shrinking: %zu splits, %zu merges, %zu lazy", c.splits - c0.splits,
+                  c.merges - c0.merges, c.lazy_blocks);
+    check_heap("trim end");
+    printf("trim: heap %ld KiB after freeing (watermark %u), %ld KiB after trim; %ld KiB after "
+           "a sequential free\n",
+           (long)(b2 - b0) >> 10, cap, (long)(b3 - b0) >> 10, (long)(b5 - b3) >> 10);
 }
 
 int main(int argc, char **argv) {
@@ -649,6 +984,12 @@ int main(int argc, char **argv) {
         test_gap();
     else if (!strcmp(t, "misuse"))
         test_misuse();
+    else if (!strcmp(t, "lazy"))
+        test_lazy();
+    else if (!strcmp(t, "lazyflush"))
+        test_lazyflush();
+    else if (!strcmp(t, "trim"))
+        test_trim();
     else
         CHECK_MSG(0, "unknown case %s", t);
     return 0;

@@ -1,10 +1,21 @@
-/* pow2's partitions and the design interface: buddy split on malloc, eager
- * buddy merge on free, in-place realloc (split to shrink, merge with free
+/* pow2's partitions and the design interface: buddy split on malloc, lazy
+ * buddy merge on free (Barkley & Lee's lazy buddy system with a fixed
+ * watermark), in-place realloc (split to shrink, merge with free or lazy
  * buddies to grow), memalign, and the partition a thread uses.
+ *
+ * Lazy merging: free of an order-k block whose partition holds fewer than
+ * P2(lazy_cap)[k] lazy blocks of order k pushes it on the lazy list of k,
+ * unmerged; malloc of order k pops that list first. A malloc/free loop of one
+ * size thus reuses one block with no split or merge. Beyond the watermark a
+ * free merges eagerly. Lazy blocks are all merged (flushed) before the
+ * partition takes a new chunk, when a whole chunk leaves it for the pool
+ * (after which frees merge eagerly until the next split), and by trim.
  *
  * Invariants (besides those of pow2.h):
  * - A partition's lists hold only free blocks of chunks it owns; bit k of
  *   `nonempty` is set exactly when list k is not empty.
+ * - Its lazy lists hold only LAZY blocks of chunks it owns, lazy_count[k]
+ *   of order k, never more than P2(lazy_cap)[k]; none while lazy_off.
  * - A partition keeps at most one whole free chunk (its spare, the lowest
  *   one); the others go to the central pool, where any partition reuses them
  *   and the heap top can be given back.
@@ -22,6 +33,7 @@
 
 pow2_part_t P2(parts)[POW2_PART_SLOTS];
 atomic_uint P2(nparts);
+atomic_uchar P2(lazy_cap)[POW2_ORDERS];
 static atomic_uint next_part;
 static TS_TLS unsigned thread_part; /* index + 1; 0 until the first allocation */
 
@@ -40,9 +52,9 @@ void P2(spin_wait)(pow2_spin_t *lock) {
     }
 }
 
-/* Reads TSALLOC_POW2_PARTITIONS and TSALLOC_POW2_GIVE_BACK once. Takes no
- * lock (it runs under partition 0's lock in `pow2`); racing callers compute
- * and store the same values. */
+/* Reads TSALLOC_POW2_PARTITIONS, TSALLOC_POW2_GIVE_BACK and TSALLOC_POW2_LAZY
+ * once. Takes no lock (it runs under partition 0's lock in `pow2`); racing
+ * callers compute and store the same values. */
 unsigned P2(configure)(void) {
     unsigned n = 1;
     if (pow2_partitioned) {
@@ -54,7 +66,21 @@ unsigned P2(configure)(void) {
     long long give_back = _ts_env_long("TSALLOC_POW2_GIVE_BACK", (long long)POW2_GIVE_BACK);
     if (give_back < (long long)(2 * POW2_CHUNK)) give_back = 2 * POW2_CHUNK;
     atomic_store_explicit(&P2(central).give_back, (size_t)give_back, memory_order_relaxed);
-    atomic_store_explicit(&P2(nparts), n, memory_order_release);
+    long long lazy = _ts_env_long("TSALLOC_POW2_LAZY", POW2_LAZY_BLOCKS);
+    if (lazy < 0) lazy = 0;
+    if (lazy > POW2_LAZY_MAX_BLOCKS) lazy = POW2_LAZY_MAX_BLOCKS;
+    for (unsigned k = POW2_MIN_ORDER; k < POW2_MAX_ORDER; k++) {
+        size_t cap = POW2_LAZY_BYTES >> k;
+        if (cap > (size_t)lazy) cap = (size_t)lazy;
+        atomic_store_explicit(&P2(lazy_cap)[k - POW2_MIN_ORDER], (unsigned char)cap,
+                              memory_order_relaxed);
+    }
+    /* The first value stored wins: threads with different CPU affinities
+     * compute different counts, and all must use the same one. */
+    unsigned first = 0;
+    if (!atomic_compare_exchange_strong_explicit(&P2(nparts), &first, n, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return first;
     return n;
 }
 
@@ -96,37 +122,115 @@ static inline void list_unlink(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
     pt->free_bytes -= (size_t)1 << k;
 }
 
+/* A free block of order k: one its buddy may merge with. */
 static inline bool is_free_block(const void *b, unsigned k) {
     const pow2_hdr_t *h = (const pow2_hdr_t *)b;
     return h->magic == pow2_magic(h) && h->state == POW2_FREE && h->order == k;
 }
 
+/* A free or lazy block of order k: one realloc may grow into. */
+static inline bool is_unused_block(const void *b, unsigned k) {
+    const pow2_hdr_t *h = (const pow2_hdr_t *)b;
+    return h->magic == pow2_magic(h) && (h->state == POW2_FREE || h->state == POW2_LAZY) &&
+           h->order == k;
+}
+
+/* ---- lazy lists --------------------------------------------------------------- */
+
+static inline unsigned lazy_cap(unsigned slot) {
+    return atomic_load_explicit(&P2(lazy_cap)[slot], memory_order_relaxed);
+}
+
+/* Used block b (its magic and order right) onto its lazy list. */
+static inline void lazy_push(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
+    unsigned slot = k - POW2_MIN_ORDER;
+    b->hdr.state = POW2_LAZY;
+    b->hdr.offset = 0; /* a memalign block's; reused as a plain block */
+    b->prev = NULL;
+    b->next = pt->lazy[slot];
+    if (b->next) b->next->prev = b;
+    pt->lazy[slot] = b;
+    pt->lazy_count[slot]++;
+    pt->free_bytes += (size_t)1 << k;
+}
+
+static inline void lazy_unlink(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
+    unsigned slot = k - POW2_MIN_ORDER;
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        pt->lazy[slot] = b->next;
+    if (b->next) b->next->prev = b->prev;
+    pt->lazy_count[slot]--;
+    pt->free_bytes -= (size_t)1 << k;
+}
+
+static size_t lazy_total(const pow2_part_t *pt) {
+    size_t n = 0;
+    for (unsigned s = 0; s < POW2_ORDERS; s++) n += pt->lazy_count[s];
+    return n;
+}
+
 /* ---- split and merge ---------------------------------------------------------- */
 
-/* A fresh chunk for an empty partition (lock held), or NULL. */
-static TS_NOINLINE pow2_free_t *part_refill(pow2_part_t *pt) {
+static void part_merge(pow2_part_t *pt, pow2_hdr_t *b, unsigned k);
+
+/* Merge every lazy block of pt (lock held). A merge that frees a whole chunk
+ * may flush again from part_whole_chunk; each block is unlinked before it
+ * merges and the lists are read afresh, so that nested flush is harmless. */
+static TS_NOINLINE void part_flush(pow2_part_t *pt) {
+    pt->flushes++;
+    for (unsigned s = 0; s < POW2_ORDERS; s++) {
+        pow2_free_t *b;
+        while ((b = pt->lazy[s]) != NULL) {
+            lazy_unlink(pt, b, s + POW2_MIN_ORDER);
+            part_merge(pt, &b->hdr, s + POW2_MIN_ORDER);
+        }
+    }
+}
+
+/* Unlink the head of the smallest free list of order >= k (lock held);
+ * NULL when none; *order is its order. */
+static inline pow2_free_t *take_fit(pow2_part_t *pt, unsigned k, unsigned *order) {
+    uint32_t fits = pt->nonempty & (~0u << (k - POW2_MIN_ORDER));
+    if (!fits) return NULL;
+    unsigned j = (unsigned)__builtin_ctz(fits) + POW2_MIN_ORDER;
+    pow2_free_t *b = pt->lists[j - POW2_MIN_ORDER];
+    list_unlink(pt, b, j);
+    *order = j;
+    return b;
+}
+
+/* No free block of order >= k (lock held): merge the lazy blocks, which may
+ * make one; else a fresh chunk. NULL when the OS refuses more memory. */
+static TS_NOINLINE pow2_free_t *part_refill(pow2_part_t *pt, unsigned k, unsigned *order) {
+    if (lazy_total(pt)) {
+        part_flush(pt);
+        pow2_free_t *b = take_fit(pt, k, order);
+        if (b) return b;
+    }
     pow2_nparts(); /* the settings, read before the heap first grows */
     pow2_heap_enter();
     pow2_free_t *c = P2(chunk_get)((unsigned)(pt - P2(parts)));
     pow2_heap_leave();
     if (c) pt->chunks++;
+    *order = POW2_MAX_ORDER;
     return c;
 }
 
-/* A block of order k from partition pt (lock held), split from the smallest
- * free block that fits; NULL when the OS refuses more memory. */
-static inline pow2_hdr_t *part_take(pow2_part_t *pt, unsigned k) {
-    uint32_t fits = pt->nonempty & (~0u << (k - POW2_MIN_ORDER));
-    pow2_free_t *b;
+/* The buddy path of part_take: a block of order k split from the smallest
+ * free block that fits (lock held); NULL when the OS refuses more memory. */
+static TS_NOINLINE pow2_hdr_t *part_split(pow2_part_t *pt, unsigned k) {
     unsigned j;
-    if (ts_likely(fits)) {
-        j = (unsigned)__builtin_ctz(fits) + POW2_MIN_ORDER;
-        b = pt->lists[j - POW2_MIN_ORDER];
-        list_unlink(pt, b, j);
-    } else {
-        b = part_refill(pt);
+    pow2_free_t *b = take_fit(pt, k, &j);
+    if (!b) {
+        b = part_refill(pt, k, &j);
         if (!b) return NULL;
-        j = POW2_MAX_ORDER;
+    }
+    if (j > k) {
+        /* Growing again: lazy merging back on. */
+        pt->lazy_off = false;
+        pt->splits += j - k;
     }
     /* Split: the upper half of each level goes to its list. */
     while (j > k) {
@@ -139,8 +243,28 @@ static inline pow2_hdr_t *part_take(pow2_part_t *pt, unsigned k) {
     return &b->hdr;
 }
 
+/* A block of order k from partition pt (lock held): the most recently freed
+ * lazy block of that order, else split; NULL when the OS refuses more memory.
+ * The lazy hit is the malloc fast path: a list pop and the header. */
+static inline pow2_hdr_t *part_take(pow2_part_t *pt, unsigned k) {
+    unsigned slot = k - POW2_MIN_ORDER;
+    pow2_free_t *b = pt->lazy[slot];
+    if (ts_unlikely(!b)) return part_split(pt, k);
+    pt->lazy[slot] = b->next;
+    if (b->next) b->next->prev = NULL;
+    pt->lazy_count[slot]--;
+    b->hdr.state = POW2_USED; /* magic, order and offset (0) are already right */
+    pt->free_bytes -= (size_t)1 << k;
+    pt->used_bytes += (size_t)1 << k;
+    pt->used_blocks++;
+    return &b->hdr;
+}
+
 /* A whole free chunk: keep it as the spare if it is lower than the current
- * one (low chunks stay, so the heap top can go back), else to the pool. */
+ * one (low chunks stay, so the heap top can go back), else to the pool. A
+ * chunk going to the pool means the partition is shrinking: its lazy blocks
+ * merge (they may pin other chunks) and frees merge eagerly until it splits
+ * a block again. */
 static TS_NOINLINE void part_whole_chunk(pow2_part_t *pt, pow2_free_t *c) {
     pow2_free_t *spare = pt->lists[POW2_MAX_ORDER - POW2_MIN_ORDER];
     if (spare && c < spare) {
@@ -155,13 +279,17 @@ static TS_NOINLINE void part_whole_chunk(pow2_part_t *pt, pow2_free_t *c) {
     pow2_heap_enter();
     P2(chunk_put)(c);
     pow2_heap_leave();
+    if (!pt->lazy_off) {
+        pt->lazy_off = true;
+        if (lazy_total(pt)) part_flush(pt);
+    }
 }
 
-/* Free block b of order k into pt (lock held), merging with free buddies. */
-static inline void part_release(pow2_part_t *pt, pow2_hdr_t *b, unsigned k) {
-    pt->used_bytes -= (size_t)1 << k;
-    pt->used_blocks--;
+/* Block b of order k into pt's free lists (lock held), merging with free
+ * buddies (lazy ones count as in use). */
+static TS_NOINLINE void part_merge(pow2_part_t *pt, pow2_hdr_t *b, unsigned k) {
     uintptr_t a = (uintptr_t)b;
+    unsigned k0 = k;
     while (k < POW2_MAX_ORDER) {
         uintptr_t buddy = a ^ ((uintptr_t)1 << k);
         if (!is_free_block((void *)buddy, k)) break;
@@ -171,28 +299,45 @@ static inline void part_release(pow2_part_t *pt, pow2_hdr_t *b, unsigned k) {
         a &= ~((uintptr_t)1 << k);
         k++;
     }
+    pt->merges += k - k0;
     if (ts_unlikely(k == POW2_MAX_ORDER))
         part_whole_chunk(pt, (pow2_free_t *)a);
     else
         list_push(pt, (pow2_free_t *)a, k);
 }
 
+/* Free used block b of order k into pt (lock held): onto its lazy list while
+ * under the watermark (the free fast path), else merged. */
+static inline void part_release(pow2_part_t *pt, pow2_hdr_t *b, unsigned k) {
+    unsigned slot = k - POW2_MIN_ORDER;
+    pt->used_bytes -= (size_t)1 << k;
+    pt->used_blocks--;
+    if (ts_likely(pt->lazy_count[slot] < lazy_cap(slot) && !pt->lazy_off))
+        lazy_push(pt, (pow2_free_t *)b, k);
+    else
+        part_merge(pt, b, k);
+}
+
 /* Grow used block b from order k to k2 in place when every buddy on the way
- * is free (lock held). Returns the block, which moved down (contents moved
- * with it) when b was an upper buddy; NULL when a buddy is in use. */
+ * is free or lazy (lock held). Returns the block, which moved down (contents
+ * moved with it) when b was an upper buddy; NULL when a buddy is in use. */
 static pow2_hdr_t *part_grow(pow2_part_t *pt, pow2_hdr_t *b, unsigned k, unsigned k2) {
     uintptr_t a = (uintptr_t)b;
     for (unsigned j = k; j < k2; j++) {
-        if (!is_free_block((void *)(a ^ ((uintptr_t)1 << j)), j)) return NULL;
+        if (!is_unused_block((void *)(a ^ ((uintptr_t)1 << j)), j)) return NULL;
         a &= ~((uintptr_t)1 << j);
     }
     a = (uintptr_t)b;
     for (unsigned j = k; j < k2; j++) {
         pow2_free_t *buddy = (pow2_free_t *)(a ^ ((uintptr_t)1 << j));
-        list_unlink(pt, buddy, j);
+        if (buddy->hdr.state == POW2_LAZY)
+            lazy_unlink(pt, buddy, j);
+        else
+            list_unlink(pt, buddy, j);
         buddy->hdr.magic = 0;
         a &= ~((uintptr_t)1 << j);
     }
+    pt->merges += k2 - k;
     if (a != (uintptr_t)b) {
         b->magic = 0;
         memmove((char *)a + POW2_HDR, (char *)b + POW2_HDR, ((size_t)1 << k) - POW2_HDR);
@@ -211,10 +356,13 @@ static void part_shrink(pow2_part_t *pt, pow2_hdr_t *b, unsigned k, unsigned k2)
     }
     b->order = (uint8_t)k2;
     pt->used_bytes -= ((size_t)1 << k) - ((size_t)1 << k2);
+    pt->splits += k - k2;
 }
 
 /* ---- the design interface ---------------------------------------------------------- */
 
+/* Fast path (a lazy block of the order): ~45 instructions, lock included;
+ * ~65 in the partitioned design (the thread's partition). */
 void *P2(malloc)(size_t size) {
     if (ts_unlikely(size > POW2_HEAP_MAX_REQUEST)) return P2(huge_alloc)(size, 0);
     unsigned k = pow2_order_for(size + POW2_HDR);
@@ -237,6 +385,9 @@ void *P2(calloc)(size_t total) {
 }
 
 void *P2(memalign)(size_t align, size_t size) {
+    /* As if the size were not zero: block + align must stay inside the block
+     * (else it is the next block's address, or the chunk's end). */
+    if (size == 0) size = 1;
     if (size > POW2_HEAP_MAX_REQUEST || align > POW2_HEAP_MAX_REQUEST - size)
         return P2(huge_alloc)(size, align);
     /* A block of 2^k >= size + align is aligned to 2^k > align: the program
@@ -257,12 +408,30 @@ void *P2(memalign)(size_t align, size_t size) {
     return (char *)b + align;
 }
 
+int P2(look_other)(uintptr_t a, unsigned entry, pow2_hdr_t **blk, unsigned *part) {
+    pow2_hdr_t *hd = (pow2_hdr_t *)(a - POW2_HDR);
+    if (hd->magic != pow2_magic(hd)) return POW2_LOOK_BAD;
+    if (hd->state == POW2_FREE || hd->state == POW2_LAZY) return POW2_LOOK_FREE;
+    if (hd->state != POW2_REDIRECT) return POW2_LOOK_BAD;
+    /* memalign's pointer: the block starts `offset` bytes before it. */
+    uintptr_t b = a - hd->offset;
+    if (hd->offset < 2 * POW2_HDR || hd->offset >= POW2_CHUNK ||
+        (b >> POW2_MAX_ORDER) != ((uintptr_t)hd >> POW2_MAX_ORDER))
+        return POW2_LOOK_BAD;
+    pow2_hdr_t *bh = (pow2_hdr_t *)b;
+    if (bh->magic != pow2_magic(bh) || bh->state != POW2_USED_ALIGNED || bh->offset != hd->offset)
+        return POW2_LOOK_BAD;
+    return pow2_look_block(bh, entry, blk, part);
+}
+
 static TS_NOINLINE void free_slow(void *ptr, int kind) {
     if (kind == POW2_LOOK_NOT_HEAP && P2(huge_free)(ptr)) return;
     if (kind == POW2_LOOK_FREE) _ts_double_free("free", ptr);
     _ts_invalid_pointer("free", ptr);
 }
 
+/* Fast path (kept lazy): ~105 instructions: the chunk-map lookup and header
+ * checks, the lock, the double-free recheck under it, the lazy push. */
 void P2(free)(void *ptr) {
     if (!ptr) return;
     pow2_hdr_t *b;
@@ -348,10 +517,12 @@ void *P2(realloc)(void *ptr, size_t size) {
 
 int P2(trim)(size_t pad) {
     unsigned n = pow2_nparts();
-    /* Spares to the pool, so that the top can go and the rest be purged. */
+    /* Lazy blocks merged (whole chunks may result) and spares to the pool,
+     * so that the top can go and the rest be purged. */
     for (unsigned i = 0; i < n; i++) {
         pow2_part_t *pt = &P2(parts)[i];
         pow2_lock(&pt->lock);
+        if (lazy_total(pt)) part_flush(pt);
         pow2_free_t *spare = pt->lists[POW2_MAX_ORDER - POW2_MIN_ORDER];
         if (spare) {
             list_unlink(pt, spare, POW2_MAX_ORDER);
@@ -379,6 +550,24 @@ void P2(unlock_all)(void) {
     unsigned n = pow2_nparts();
     pow2_heap_leave();
     for (unsigned i = n; i-- > 0;) pow2_unlock(&P2(parts)[i].lock);
+}
+
+void P2(counters)(pow2_counters_t *out) {
+    pow2_counters_t c = {0};
+    P2(lock_all)();
+    unsigned n = pow2_nparts();
+    for (unsigned i = 0; i < n; i++) {
+        const pow2_part_t *pt = &P2(parts)[i];
+        c.splits += pt->splits;
+        c.merges += pt->merges;
+        c.flushes += pt->flushes;
+        for (unsigned s = 0; s < POW2_ORDERS; s++) {
+            c.lazy_blocks += pt->lazy_count[s];
+            c.lazy_bytes += (size_t)pt->lazy_count[s] << (s + POW2_MIN_ORDER);
+        }
+    }
+    P2(unlock_all)();
+    *out = c;
 }
 
 void P2(info)(ts_heap_info_t *info) {

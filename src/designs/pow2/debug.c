@@ -1,5 +1,6 @@
 /* pow2's debug dumps (the seed's print_freelist and print_block_info) and a
- * full heap consistency check for the tests.
+ * full heap consistency check for the tests (every chunk walked block by
+ * block against the free and lazy lists, the watermark and the counters).
  *
  * The text is formatted with _ts_format under the design's locks into a
  * buffer that is not heap memory (the caller's, or a fresh mapping); stdio
@@ -32,9 +33,18 @@ static void put(text_t *t, const char *fmt, ...) {
 static size_t count_free_blocks(void) {
     size_t n = P2(central).pool_chunks;
     for (unsigned i = 0; i < pow2_nparts(); i++)
-        for (unsigned s = 0; s < POW2_ORDERS; s++)
+        for (unsigned s = 0; s < POW2_ORDERS; s++) {
             for (pow2_free_t *b = P2(parts)[i].lists[s]; b; b = b->next) n++;
+            n += P2(parts)[i].lazy_count[s];
+        }
     return n;
+}
+
+static void put_list(text_t *t, const char *kind, unsigned s, const pow2_free_t *b) {
+    if (!b) return;
+    put(t, "  %s %u size %zu:", kind, s + POW2_MIN_ORDER, (size_t)1 << (s + POW2_MIN_ORDER));
+    for (; b; b = b->next) put(t, " %p", (const void *)b);
+    put(t, "\n");
 }
 
 /* The free-list dump, all locks held. */
@@ -46,13 +56,14 @@ static void format_freelist(text_t *t) {
         h->pool_chunks);
     for (unsigned i = 0; i < n; i++) {
         const pow2_part_t *pt = &P2(parts)[i];
-        put(t, "partition %u: chunks=%zu free=%zu used=%zu used_blocks=%zu\n", i, pt->chunks,
-            pt->free_bytes, pt->used_bytes, pt->used_blocks);
+        size_t lazy = 0;
+        for (unsigned s = 0; s < POW2_ORDERS; s++)
+            lazy += (size_t)pt->lazy_count[s] << (s + POW2_MIN_ORDER);
+        put(t, "partition %u: chunks=%zu free=%zu used=%zu used_blocks=%zu lazy=%zu\n", i,
+            pt->chunks, pt->free_bytes, pt->used_bytes, pt->used_blocks, lazy);
         for (unsigned s = 0; s < POW2_ORDERS; s++) {
-            if (!pt->lists[s]) continue;
-            put(t, "  order %u size %zu:", s + POW2_MIN_ORDER, (size_t)1 << (s + POW2_MIN_ORDER));
-            for (pow2_free_t *b = pt->lists[s]; b; b = b->next) put(t, " %p", (void *)b);
-            put(t, "\n");
+            put_list(t, "order", s, pt->lists[s]);
+            put_list(t, "lazy", s, pt->lazy[s]);
         }
     }
     put(t, "pool:");
@@ -69,7 +80,10 @@ size_t P2(dump_freelist)(char *buf, size_t cap) {
 }
 
 static const char *state_name(unsigned state) {
-    return state == POW2_USED ? "used" : state == POW2_USED_ALIGNED ? "used-aligned" : "free";
+    return state == POW2_USED           ? "used"
+           : state == POW2_USED_ALIGNED ? "used-aligned"
+           : state == POW2_LAZY         ? "lazy"
+                                        : "free";
 }
 
 size_t P2(dump_block)(const void *ptr, char *buf, size_t cap) {
@@ -152,6 +166,7 @@ static bool is_whole_free(uintptr_t chunk) {
 
 typedef struct {
     size_t chunks, free_bytes, free_blocks, used_bytes, used_blocks;
+    size_t lazy_bytes, lazy_blocks[POW2_ORDERS];
 } tally_t;
 
 /* Walk the blocks of one partition's chunk, front to back. */
@@ -173,6 +188,13 @@ static void check_chunk(check_t *c, uintptr_t chunk, tally_t *tally) {
             if (h->order < POW2_MAX_ORDER && bh->magic == pow2_magic(bh) &&
                 bh->state == POW2_FREE && bh->order == h->order)
                 problem(c, "free buddies %p and %p not merged", (void *)at, (void *)buddy);
+        } else if (h->state == POW2_LAZY) {
+            if (h->order == POW2_MAX_ORDER) {
+                problem(c, "lazy whole chunk %p", (void *)at);
+                return;
+            }
+            tally->lazy_bytes += size;
+            tally->lazy_blocks[h->order - POW2_MIN_ORDER]++;
         } else if (h->state == POW2_USED || h->state == POW2_USED_ALIGNED) {
             tally->used_bytes += size;
             tally->used_blocks++;
@@ -259,12 +281,38 @@ int P2(check_heap)(char *why, size_t cap) {
                 if (blocks > tally[p].free_blocks) break;
             }
         }
+        /* The lazy lists: LAZY blocks of this partition, as many as counted,
+         * within the watermark, none while lazy merging is off. */
+        size_t lazy_bytes = 0;
+        for (unsigned s = 0; s < POW2_ORDERS; s++) {
+            unsigned k = s + POW2_MIN_ORDER;
+            size_t listed = 0;
+            const pow2_free_t *prev = NULL;
+            for (const pow2_free_t *b = pt->lazy[s]; b; prev = b, b = b->next) {
+                unsigned e = pow2_cmap_get((uintptr_t)b) & ~(unsigned)POW2_CMAP_MAPPED;
+                if (e != POW2_CMAP_PART0 + p || b->hdr.magic != pow2_magic(b) ||
+                    b->hdr.state != POW2_LAZY || b->hdr.order != k || b->prev != prev) {
+                    problem(&c, "partition %u: bad lazy block %p in list %u", p, (void *)b, k);
+                    break;
+                }
+                if (++listed > tally[p].lazy_blocks[s]) break;
+            }
+            lazy_bytes += listed << k;
+            unsigned cap = atomic_load_explicit(&P2(lazy_cap)[s], memory_order_relaxed);
+            if (listed != tally[p].lazy_blocks[s] || listed != pt->lazy_count[s])
+                problem(&c, "partition %u: order %u: %zu lazy listed, %zu found, %u counted", p, k,
+                        listed, tally[p].lazy_blocks[s], (unsigned)pt->lazy_count[s]);
+            else if (listed > cap || (listed && pt->lazy_off))
+                problem(&c, "partition %u: order %u: %zu lazy blocks, watermark %u%s", p, k, listed,
+                        cap, pt->lazy_off ? " (lazy merging off)" : "");
+        }
         if (blocks != tally[p].free_blocks || bytes != tally[p].free_bytes ||
-            bytes != pt->free_bytes)
-            problem(
-                &c,
-                "partition %u: free %zu blocks %zu B listed, %zu blocks %zu B found, %zu B counted",
-                p, blocks, bytes, tally[p].free_blocks, tally[p].free_bytes, pt->free_bytes);
+            bytes + lazy_bytes != pt->free_bytes || lazy_bytes != tally[p].lazy_bytes)
+            problem(&c,
+                    "partition %u: free %zu blocks %zu B + %zu B lazy listed, %zu blocks %zu B + "
+                    "%zu B lazy found, %zu B counted",
+                    p, blocks, bytes, lazy_bytes, tally[p].free_blocks, tally[p].free_bytes,
+                    tally[p].lazy_bytes, pt->free_bytes);
         if (tally[p].used_bytes != pt->used_bytes || tally[p].used_blocks != pt->used_blocks ||
             tally[p].chunks != pt->chunks)
             problem(&c, "partition %u: used %zu B in %zu blocks, %zu chunks; counted %zu %zu %zu",

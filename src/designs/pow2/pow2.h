@@ -13,10 +13,16 @@
  *   bytes), mapped on its own at a page boundary, without a header; the
  *   registry (a hash table keyed by the pointer) knows each one.
  *
+ * - lazy block: a freed block kept unmerged in its partition's lazy list of
+ *   its order (lazy buddy coalescing): malloc of that order reuses it with
+ *   no split, and the buddy system sees it as in use. At most
+ *   P2(lazy_cap)[order] of them per order and partition (the watermark).
+ *
  * Invariants:
  * - The buddy of block B of order k < 20 is B ^ 2^k, in the same chunk, so
  *   merging never leaves a chunk and never crosses partitions.
- * - No free block has a free buddy of its own order (frees merge eagerly).
+ * - No FREE block has a FREE buddy of its own order (a block that is not
+ *   kept lazy merges eagerly); a LAZY block's buddy may be free.
  * - A header is read only after the chunk map says its chunk is ours, so a
  *   foreign pointer is never dereferenced.
  * - A header that stops being a block start (absorbed by a merge) has its
@@ -68,6 +74,15 @@ TS_DESIGN_DECLARE(pow2_part)
 #define POW2_MAX_PARTS        64
 #define POW2_SPINS            128               /* spins before each yield */
 #define POW2_GIVE_BACK        ((size_t)2 << 20) /* default give-back threshold */
+/* Lazy merging watermark: a partition keeps at most min(POW2_LAZY_BLOCKS,
+ * POW2_LAZY_BYTES / 2^k) freed blocks of order k unmerged: 8 of each order
+ * up to 16 KiB, 4 of 32 KiB, 2 of 64 KiB, 1 of 128 KiB, none larger; in all
+ * at most 87 blocks, 640 KiB, per partition: less than a chunk.
+ * TSALLOC_POW2_LAZY replaces the 8 (0: merge eagerly, as the seed; at most
+ * 64); the 128 KiB per order stays. */
+#define POW2_LAZY_BLOCKS     8
+#define POW2_LAZY_BYTES      ((size_t)128 << 10)
+#define POW2_LAZY_MAX_BLOCKS 64
 
 /* Header states. */
 enum {
@@ -75,6 +90,7 @@ enum {
     POW2_USED = 0x5A,
     POW2_USED_ALIGNED = 0xA1, /* block serving memalign: `offset` = user - block */
     POW2_REDIRECT = 0x8E,     /* header before a memalign pointer: `offset` back */
+    POW2_LAZY = 0xC3,         /* freed, kept unmerged in a lazy list */
 };
 
 typedef struct pow2_hdr {
@@ -86,7 +102,7 @@ typedef struct pow2_hdr {
     uint32_t unused2;
 } pow2_hdr_t;
 
-/* A free block: the header, then its links in its order's list. */
+/* A free or lazy block: the header, then its links in its order's list. */
 typedef struct pow2_free {
     pow2_hdr_t hdr;
     struct pow2_free *next, *prev;
@@ -145,15 +161,23 @@ typedef struct pow2_part {
     pow2_spin_t lock;
     uint32_t nonempty; /* bit k - POW2_MIN_ORDER: lists[k - POW2_MIN_ORDER] not empty */
     pow2_free_t *lists[POW2_ORDERS];
-    size_t chunks;      /* chunks owned */
-    size_t free_bytes;  /* in free blocks, the spare chunk included */
-    size_t used_bytes;  /* in blocks handed out, headers included */
-    size_t used_blocks; /* blocks handed out */
+    pow2_free_t *lazy[POW2_ORDERS]; /* lazy blocks by order, most recently freed first */
+    uint8_t lazy_count[POW2_ORDERS];
+    /* Set when a whole chunk leaves for the pool (the partition is shrinking):
+     * frees merge eagerly until the next split, so the heap top can go back. */
+    bool lazy_off;
+    size_t chunks;                  /* chunks owned */
+    size_t free_bytes;              /* in free and lazy blocks, the spare chunk included */
+    size_t used_bytes;              /* in blocks handed out, headers included */
+    size_t used_blocks;             /* blocks handed out */
+    size_t splits, merges, flushes; /* for tests: levels split, merged; flushes */
 } __attribute__((aligned(64))) pow2_part_t;
 
 #define POW2_PART_SLOTS (POW2_PARTITIONED ? POW2_MAX_PARTS : 1)
 TS_HIDDEN extern pow2_part_t P2(parts)[POW2_PART_SLOTS];
 TS_HIDDEN extern atomic_uint P2(nparts); /* 0 until configured */
+/* The lazy watermark by order (set by configure, before the first chunk). */
+TS_HIDDEN extern atomic_uchar P2(lazy_cap)[POW2_ORDERS];
 TS_HIDDEN TS_NOINLINE unsigned P2(configure)(void);
 
 static inline unsigned pow2_nparts(void) {
@@ -244,29 +268,8 @@ TS_HIDDEN void *P2(huge_resize)(void *ptr, size_t old_len, size_t size);
 
 enum { POW2_LOOK_USED, POW2_LOOK_FREE, POW2_LOOK_BAD, POW2_LOOK_NOT_HEAP };
 
-/* Classify user pointer `p` without locks, reading only our chunks. USED:
- * *blk is its block (state USED or USED_ALIGNED), *part its partition. */
-static inline int pow2_look(const void *p, pow2_hdr_t **blk, unsigned *part) {
-    uintptr_t a = (uintptr_t)p;
-    if (ts_unlikely(a & (TS_MIN_ALIGN - 1))) return POW2_LOOK_BAD;
-    uintptr_t h = a - POW2_HDR;
-    unsigned entry = pow2_cmap_get(h) & ~(unsigned)POW2_CMAP_MAPPED;
-    if (ts_unlikely(entry < POW2_CMAP_PART0)) return entry ? POW2_LOOK_BAD : POW2_LOOK_NOT_HEAP;
-    pow2_hdr_t *hd = (pow2_hdr_t *)h;
-    if (ts_unlikely(hd->magic != pow2_magic(hd))) return POW2_LOOK_BAD;
-    if (ts_unlikely(hd->state != POW2_USED)) {
-        if (hd->state == POW2_FREE) return POW2_LOOK_FREE;
-        if (hd->state != POW2_REDIRECT) return POW2_LOOK_BAD;
-        uintptr_t b = a - hd->offset;
-        if (hd->offset < 2 * POW2_HDR || hd->offset >= POW2_CHUNK ||
-            (b >> POW2_MAX_ORDER) != (h >> POW2_MAX_ORDER))
-            return POW2_LOOK_BAD;
-        pow2_hdr_t *bh = (pow2_hdr_t *)b;
-        if (bh->magic != pow2_magic(bh) || bh->state != POW2_USED_ALIGNED ||
-            bh->offset != hd->offset)
-            return POW2_LOOK_BAD;
-        hd = bh;
-    }
+/* The last checks of pow2_look on block header hd: a sane order, aligned. */
+TS_INLINE int pow2_look_block(pow2_hdr_t *hd, unsigned entry, pow2_hdr_t **blk, unsigned *part) {
     if (ts_unlikely(hd->order < POW2_MIN_ORDER || hd->order > POW2_MAX_ORDER ||
                     ((uintptr_t)hd & (((uintptr_t)1 << hd->order) - 1))))
         return POW2_LOOK_BAD;
@@ -275,6 +278,30 @@ static inline int pow2_look(const void *p, pow2_hdr_t **blk, unsigned *part) {
     *blk = hd;
     *part = i;
     return POW2_LOOK_USED;
+}
+
+/* buddy.c: pow2_look for a header that is not a used block's with its magic
+ * (free, lazy, a memalign redirect, or no header at all). */
+TS_HIDDEN TS_NOINLINE int P2(look_other)(uintptr_t p, unsigned entry, pow2_hdr_t **blk,
+                                         unsigned *part);
+
+/* Classify user pointer `p` without locks, reading only our chunks. USED:
+ * *blk is its block (state USED or USED_ALIGNED), *part its partition. The
+ * common case (a used block) is inline: ~20 instructions. */
+TS_INLINE int pow2_look(const void *p, pow2_hdr_t **blk, unsigned *part) {
+    uintptr_t a = (uintptr_t)p;
+    if (ts_unlikely(a & (TS_MIN_ALIGN - 1))) return POW2_LOOK_BAD;
+    /* No heap pointer sits on a chunk boundary (each lies past its header,
+     * inside its block), but a huge block may start right where one of our
+     * chunks ends, with its p - 16 in that chunk: let the registry decide. */
+    if (ts_unlikely(!(a & (POW2_CHUNK - 1)))) return POW2_LOOK_NOT_HEAP;
+    uintptr_t h = a - POW2_HDR;
+    unsigned entry = pow2_cmap_get(h) & ~(unsigned)POW2_CMAP_MAPPED;
+    if (ts_unlikely(entry < POW2_CMAP_PART0)) return entry ? POW2_LOOK_BAD : POW2_LOOK_NOT_HEAP;
+    pow2_hdr_t *hd = (pow2_hdr_t *)h;
+    if (ts_unlikely(hd->magic != pow2_magic(hd) || hd->state != POW2_USED))
+        return P2(look_other)(a, entry, blk, part);
+    return pow2_look_block(hd, entry, blk, part);
 }
 
 /* debug.c: the dumps into a caller's buffer (no allocation, takes the locks);
@@ -287,5 +314,15 @@ TS_HIDDEN int P2(check_heap)(char *why, size_t cap);
 /* buddy.c: every lock of the design, in order (for dumps, checks, fork). */
 TS_HIDDEN void P2(lock_all)(void);
 TS_HIDDEN void P2(unlock_all)(void);
+
+/* buddy.c, for tests: the sums over all partitions. */
+typedef struct pow2_counters {
+    size_t splits;      /* levels split (malloc, realloc shrink) */
+    size_t merges;      /* levels merged (free, flush, realloc growth) */
+    size_t flushes;     /* times a partition merged all its lazy blocks */
+    size_t lazy_blocks; /* lazy blocks held now */
+    size_t lazy_bytes;
+} pow2_counters_t;
+TS_HIDDEN void P2(counters)(pow2_counters_t *out);
 
 #endif

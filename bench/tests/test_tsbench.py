@@ -245,7 +245,8 @@ class EndToEndTest(unittest.TestCase):
             "--build", cls.build, "--peer-dir", cls.peers, "--runs", "2",
             "--workloads", "lecture1,fragmentation", "--out", cls.out, "--no-plots",
             "--callgrind", "off", "--timeout", "3", "--min-timeout", "1",
-            "--allocator", "mine=" + user_lib, "--allocator", "ghost=/nonexistent/libghost.so"])
+            "--allocator", "mine=" + user_lib, "--allocator", "ghost=/nonexistent/libghost.so",
+            "--markdown", os.path.join(cls.root, "tables.md")])
         del os.environ["TSB_FAKE_LOG"]
         with open(os.path.join(cls.out, "results.json")) as f:
             cls.doc = json.load(f)
@@ -361,6 +362,36 @@ class EndToEndTest(unittest.TestCase):
                 if r["workload"] == "fragmentation" and r["status"] == "ok"]
         self.assertTrue(frag and all(isinstance(r["rss_series"], list) for r in frag))
 
+    def test_markdown_of_the_run(self):
+        with open(os.path.join(self.root, "tables.md")) as f:
+            md = f.read()
+        with open(os.path.join(self.out, "results.md")) as f:
+            self.assertEqual(f.read(), md)  # the results directory always gets a copy
+        self.assertEqual(md, tsbench.markdown_report(self.doc))
+        tables = md_tables(md)
+        header, rows = tables[0][0], {r[0]: r for r in tables[0][1:]}
+        got = dict(zip(header, rows["lecture1"]))
+        self.assertEqual(got["threads"], "4096*")
+        self.assertEqual(got["glibc"], "0.100")
+        self.assertEqual(got["tsalloc"], "0.0800 (0.80)")
+        for name, word in (("crashy", "CRASHED"), ("hang", "TIMEOUT"), ("wrong", "WRONG"),
+                           ("broken", "FAILED"), ("nopreload", "FAILED"), ("silent", "FAILED")):
+            self.assertEqual(got[name], word, name)
+        self.assertNotIn("tcmalloc", header)  # not installed: no column
+        self.assertIn("- `lecture1` on `crashy`: CRASHED: killed by SIGSEGV", md)
+
+    def test_from_json_reproduces_the_tables(self):
+        md_path = os.path.join(self.root, "again.md")
+        code, out, _ = run_main(["--from-json", os.path.join(self.out, "results.json"),
+                                 "--markdown", md_path])
+        self.assertEqual(code, 0)
+
+        def block(text):
+            return text[text.index("== lecture1"):text.index("\nnote: ")]
+        self.assertEqual(block(out), block(self.stdout))
+        with open(md_path) as f, open(os.path.join(self.out, "results.md")) as g:
+            self.assertEqual(f.read(), g.read())
+
     def test_html_report(self):
         with open(os.path.join(self.out, "report.html")) as f:
             page = f.read()
@@ -428,6 +459,255 @@ class CliTest(unittest.TestCase):
     def test_unknown_workload_is_an_error(self):
         with self.assertRaises(SystemExit):
             run_main(["--build", self.build, "--workloads", "nosuch"])
+
+
+def md_tables(md):
+    """The markdown's tables, each a list of rows (lists of cell texts), the
+    alignment row left out."""
+    tables, cur = [], None
+    for line in md.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip()[1:-1].split(" | ")]
+            if cur is None:
+                cur = []
+                tables.append(cur)
+            if not line.startswith("|:---"):
+                cur.append(cells)
+        else:
+            cur = None
+    return tables
+
+
+def fake_results():
+    """A results.json document as a full run writes it, with every kind of cell."""
+    allocs = [tsbench.Allocator("glibc", None, "system"),
+              tsbench.Allocator("jemalloc", "/p/libjemalloc.so.2", "peer"),
+              tsbench.Allocator("tcmalloc", "/p/libtcmalloc_minimal.so.4", "peer",
+                                available=False, note="not installed"),
+              tsbench.Allocator("tsalloc", "/b/libtsalloc.so", "tsalloc"),
+              tsbench.Allocator("bestfit", "/b/libtsalloc-bestfit.so", "tsalloc"),
+              tsbench.Allocator("pow2", "/b/libtsalloc-pow2.so", "tsalloc")]
+    wls = [tsbench.Workload("lecture1", "many threads", [], []),
+           tsbench.Workload("collatz-list", "lists", [], []),
+           tsbench.Workload("fastpath", "one thread", [], [])]
+    times = {"glibc": 0.1, "jemalloc": 0.05, "tsalloc": 0.08, "bestfit": 2.5, "pow2": 0.3}
+    bad = {("lecture1", "bestfit"): (tsbench.TIMEOUT, "no result within 3.0 s"),
+           ("lecture1", "pow2"): (tsbench.CRASHED, "killed by SIGSEGV"),
+           ("collatz-list", "pow2"): (tsbench.WRONG, "check=1, expected 2 (glibc)"),
+           ("fastpath", "tsalloc"): (tsbench.FAILED, "exit 1: a|b")}
+    summaries = []
+    for wl in wls:
+        for a in allocs:
+            if not a.available:
+                continue
+            threads = 32 if wl.name == "lecture1" else 1
+            run = fake_run(time_s=times[a.name], rss=2048 if a.name == "glibc" else 3072,
+                           threads=threads)
+            if (wl.name, a.name) in bad:
+                run.status, run.reason = bad[(wl.name, a.name)]
+            summaries.append(tsbench.summarize(wl, a, [run, run, run], 2))
+    tsbench.add_ratios(summaries, allocs)
+    doc = {"tool": "tsbench", "format": 1, "started": "2025-03-04T10:11:12",
+           "machine": {"cpu": "Test CPU 9000", "cores": 2, "usable_cores": 2,
+                       "kernel": "6.1.0-test", "glibc": "glibc 2.36"},
+           "config": {"runs": 3, "quick": False},
+           "notes": ["memsim replays memsim.trace",
+                     "workloads with more threads than the 2 cores oversubscribe them"],
+           "allocators": [a.to_json() for a in allocs],
+           "workloads": [{"name": w.name, "what": w.what, "args": []} for w in wls],
+           "summary": summaries, "runs": [], "strace": [],
+           "callgrind": {"glibc": {"instr_per_pair": {"16": 145.4, "64": 146.0}},
+                         "tsalloc": {"instr_per_pair": {"16": 20.2, "64": 21.0}},
+                         "pow2": {"error": "valgrind exit 1"}}}
+    return json.loads(json.dumps(doc, default=str))
+
+
+class MarkdownTest(unittest.TestCase):
+    def setUp(self):
+        self.doc = fake_results()
+        self.md = tsbench.markdown_report(self.doc)
+        self.tables = md_tables(self.md)
+
+    def test_header_line_states_machine_date_runs_and_oversubscription(self):
+        first = self.md.splitlines()[0]
+        for text in ("Test CPU 9000", "2 cores", "kernel 6.1.0-test", "glibc 2.36",
+                     "2025-03-04", "median of 3 per cell", "above 2", "oversubscribe"):
+            self.assertIn(text, first)
+        self.assertNotIn("Quick mode", first)
+        self.doc["config"]["quick"] = True
+        self.assertIn("Quick mode", tsbench.markdown_report(self.doc).splitlines()[0])
+
+    def test_tables_are_rectangular(self):
+        self.assertEqual(len(self.tables), 3)  # time, peak RSS, instructions
+        for t in self.tables:
+            self.assertTrue(all(len(row) == len(t[0]) for row in t), t)
+        aligns = [l for l in self.md.splitlines() if l.startswith("|:---")]
+        self.assertEqual(aligns[0], "|:---|---:|---:|---:|---:|---:|---:|")
+
+    def test_time_table(self):
+        header, rows = self.tables[0][0], {r[0]: r for r in self.tables[0][1:]}
+        self.assertEqual(header, ["workload", "threads", "glibc", "jemalloc", "tsalloc",
+                                  "bestfit", "pow2"])  # tcmalloc is missing: no column
+        self.assertEqual(rows["lecture1"], ["lecture1", "32*", "0.100", "0.0500 (0.50)",
+                                            "0.0800 (0.80)", "TIMEOUT", "CRASHED"])
+        self.assertEqual(rows["collatz-list"], ["collatz-list", "1", "0.100", "0.0500 (0.50)",
+                                                "0.0800 (0.80)", "2.50 (25.00)", "WRONG"])
+        self.assertEqual(rows["fastpath"][4], "FAILED")
+        # geomean over the ok cells only, saying how many of them there were
+        self.assertEqual(rows["geomean vs glibc"],
+                         ["geomean vs glibc", "", "1.00", "0.50", "0.80 (2 of 3)",
+                          "25.00 (2 of 3)", "3.00 (1 of 3)"])
+
+    def test_rss_table(self):
+        header, rows = self.tables[1][0], {r[0]: r for r in self.tables[1][1:]}
+        self.assertEqual(header[:3], ["workload", "threads", "glibc"])
+        self.assertEqual(rows["lecture1"], ["lecture1", "32*", "2.0", "3.0 (1.50)",
+                                            "3.0 (1.50)", "TIMEOUT", "CRASHED"])
+
+    def test_instructions_table(self):
+        t = self.tables[2]
+        self.assertEqual(t[0], ["allocator", "16 B", "64 B"])
+        self.assertEqual(t[1], ["glibc", "145", "146"])
+        self.assertEqual(t[2], ["tsalloc", "20", "21"])
+        self.assertEqual(t[3], ["pow2", "error: valgrind exit 1", "-"])
+        del self.doc["callgrind"]
+        self.assertEqual(len(md_tables(tsbench.markdown_report(self.doc))), 2)
+
+    def test_failures_and_notes_are_listed(self):
+        self.assertIn("- `lecture1` on `bestfit`: TIMEOUT: 3 of 3 runs: no result within 3.0 s",
+                      self.md)
+        self.assertIn("- `collatz-list` on `pow2`: WRONG: 3 of 3 runs: check=1, expected 2 "
+                      "(glibc)", self.md)
+        self.assertIn("FAILED: 3 of 3 runs: exit 1: a\\|b", self.md)  # a | in a reason is escaped
+        self.assertIn("- memsim replays memsim.trace", self.md)
+        self.assertNotIn("- workloads with more threads", self.md)  # the header says it
+
+    def test_significant_digits(self):
+        self.assertEqual(tsbench.fmt_sig(0.26), "0.260")
+        self.assertEqual(tsbench.fmt_sig(7.994), "7.99")
+        self.assertEqual(tsbench.fmt_sig(12.34), "12.3")
+        self.assertEqual(tsbench.fmt_sig(1234.5), "1234")
+        self.assertEqual(tsbench.fmt_sig(0.000123), "0.000123")
+        self.assertEqual(tsbench.fmt_sig(None), "-")
+
+
+class SpliceTest(unittest.TestCase):
+    MD = "| a | b |\n|:---|---:|\n| x | 1 |\n"
+    DOCS = {
+        "none": "# Title\n\nSome text.\n",
+        "open": "# T\n\n## Measured\n\n<!-- tsbench:table -->\n\n## Next\nmore\n",
+        "both": "# T\n\n<!-- tsbench:table -->\nold table\n<!-- /tsbench:table -->\ntail\n",
+    }
+
+    def test_without_markers_both_are_appended(self):
+        out = tsbench.splice_markdown(self.DOCS["none"], self.MD)
+        self.assertTrue(out.startswith(self.DOCS["none"]))
+        self.assertTrue(out.endswith("<!-- tsbench:table -->\n\n" + self.MD +
+                                     "\n<!-- /tsbench:table -->\n"))
+
+    def test_after_the_opening_marker_and_closed(self):
+        out = tsbench.splice_markdown(self.DOCS["open"], self.MD)
+        self.assertEqual(out, "# T\n\n## Measured\n\n<!-- tsbench:table -->\n\n" + self.MD +
+                         "\n<!-- /tsbench:table -->\n\n## Next\nmore\n")
+
+    def test_between_markers_is_replaced(self):
+        out = tsbench.splice_markdown(self.DOCS["both"], self.MD)
+        self.assertEqual(out, "# T\n\n<!-- tsbench:table -->\n\n" + self.MD +
+                         "\n<!-- /tsbench:table -->\ntail\n")
+        self.assertNotIn("old table", out)
+
+    def test_idempotent(self):
+        for name, doc in self.DOCS.items():
+            once = tsbench.splice_markdown(doc, self.MD)
+            self.assertEqual(tsbench.splice_markdown(once, self.MD), once, name)
+            other = tsbench.splice_markdown(once, "something else\n")
+            self.assertEqual(other.count("<!-- tsbench:table -->"), 1, name)
+            self.assertEqual(tsbench.splice_markdown(other, self.MD), once, name)
+
+    def test_markers_only_count_on_lines_of_their_own(self):
+        doc = "Put `<!-- tsbench:table -->` in a doc.\n"
+        out = tsbench.splice_markdown(doc, self.MD)
+        self.assertTrue(out.startswith(doc + "\n<!-- tsbench:table -->\n"))
+
+    def test_closing_marker_alone_is_an_error(self):
+        with self.assertRaises(ValueError):
+            tsbench.splice_markdown("a\n<!-- /tsbench:table -->\nb\n", self.MD)
+
+    def test_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "doc.md")
+            with open(path, "w") as f:
+                f.write(self.DOCS["open"])
+            os.chmod(path, 0o640)
+            self.assertTrue(tsbench.splice_file(path, self.MD))
+            self.assertFalse(tsbench.splice_file(path, self.MD))
+            self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o640)
+            self.assertEqual(os.listdir(d), ["doc.md"])
+
+
+class FromJsonTest(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="tsbench-json-")
+        self.json = os.path.join(self.root, "results.json")
+        self.doc = fake_results()
+        with open(self.json, "w") as f:
+            json.dump(self.doc, f)
+
+    def tearDown(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def test_tables_markdown_and_splice_without_running(self):
+        md, doc = os.path.join(self.root, "t.md"), os.path.join(self.root, "designs.md")
+        with open(doc, "w") as f:
+            f.write("## Measured\n\n<!-- tsbench:table -->\n")
+        code, out, _ = run_main(["--from-json", self.json, "--markdown", md, "--splice", doc])
+        self.assertEqual(code, 0)
+        self.assertIn("== lecture1", out)
+        self.assertRegex(out, r"\n  bestfit +TIMEOUT: ")
+        self.assertIn("note: memsim replays memsim.trace", out)
+        with open(md) as f:
+            self.assertEqual(f.read(), tsbench.markdown_report(self.doc))
+        with open(doc) as f:
+            spliced = f.read()
+        self.assertEqual(spliced, tsbench.splice_markdown(
+            "## Measured\n\n<!-- tsbench:table -->\n", tsbench.markdown_report(self.doc)))
+        self.assertEqual(sorted(os.listdir(self.root)), ["designs.md", "results.json", "t.md"])
+        code, out, _ = run_main(["--from-json", self.json, "--splice", doc])
+        self.assertIn("(unchanged)", out)
+
+    def test_selection(self):
+        md = os.path.join(self.root, "t.md")
+        code, out, _ = run_main(["--from-json", self.json, "--markdown", md,
+                                 "--workloads", "fastpath", "--allocators", "glibc,tsalloc"])
+        self.assertEqual(code, 0)
+        with open(md) as f:
+            tables = md_tables(f.read())
+        self.assertEqual(tables[0][0], ["workload", "threads", "glibc", "tsalloc"])
+        self.assertEqual([r[0] for r in tables[0][1:]], ["fastpath", "geomean vs glibc"])
+        self.assertNotIn("lecture1", out)
+        with self.assertRaises(SystemExit):
+            run_main(["--from-json", self.json, "--allocators", "nosuch"])
+
+    def test_splice_from_a_file(self):
+        src, doc = os.path.join(self.root, "t.md"), os.path.join(self.root, "d.md")
+        with open(src, "w") as f:
+            f.write("hello\n")
+        with open(doc, "w") as f:
+            f.write("x\n")
+        code, _, _ = run_main(["--splice", doc, "--splice-from", src])
+        self.assertEqual(code, 0)
+        with open(doc) as f:
+            self.assertEqual(f.read(), "x\n\n<!-- tsbench:table -->\n\nhello\n\n"
+                                       "<!-- /tsbench:table -->\n")
+
+    def test_not_a_results_file(self):
+        bad = os.path.join(self.root, "bad.json")
+        with open(bad, "w") as f:
+            f.write("{}")
+        with self.assertRaises(SystemExit):
+            run_main(["--from-json", bad])
+        with self.assertRaises(SystemExit):
+            run_main(["--from-json", os.path.join(self.root, "missing.json")])
 
 
 LAUNCHER = os.environ.get("TSBENCH_EXEC")

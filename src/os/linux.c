@@ -88,9 +88,13 @@ static bool should_fail(unsigned op) {
 /* ---- facts about the machine ------------------------------------------ */
 
 size_t _ts_os_page_size(void) {
-    static size_t page;
-    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
-    return page;
+    static _Atomic size_t page; /* racing first calls store the same value */
+    size_t p = atomic_load_explicit(&page, memory_order_relaxed);
+    if (!p) {
+        p = (size_t)sysconf(_SC_PAGESIZE);
+        atomic_store_explicit(&page, p, memory_order_relaxed);
+    }
+    return p;
 }
 
 int _ts_os_cpu_count(void) {

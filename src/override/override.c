@@ -222,7 +222,9 @@ static void fork_child(void) {
 
 /* TSALLOC_STATS=1: print the summary at exit (the fast allocator prints its
  * own, richer statistics, so the shim stays quiet for it). */
+#ifndef TS_DESIGN_OWN_STATS
 static void stats_at_exit(void) { malloc_stats(); }
+#endif
 
 /* pthread_atfork and atexit may allocate, so register from a constructor
  * (when malloc is usable) rather than from inside malloc. */

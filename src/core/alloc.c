@@ -1,0 +1,69 @@
+/* Allocation beyond the fast path (api.c): first use by a thread, sizes
+ * outside the direct table, aligned requests, large blocks, and threads whose
+ * heap is gone.
+ *
+ * Invariants: every failure returns NULL with errno = ENOMEM and leaves the
+ * heap usable; the purge thread is only started from _ts_purge_safe_point(),
+ * called here after every lock has been released.
+ */
+#include "core/internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero) {
+    if (ts_unlikely(size > (size_t)PTRDIFF_MAX)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    unsigned cls;
+    if (align <= TS_MIN_ALIGN) {
+        if (size > TS_CLASS_MAX_SIZE) {
+            heap->large_allocs++;
+            return _ts_large_alloc(size, 0, zero);
+        }
+        cls = ts_class_of(size);
+    } else {
+        cls = _ts_class_aligned(size, align);
+        if (cls >= TS_CLASS_COUNT) {
+            heap->large_allocs++;
+            return _ts_large_alloc(size, align, zero);
+        }
+    }
+    void *p = _ts_heap_malloc_class(heap, cls);
+    if (ts_unlikely(!p)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (zero) memset(p, 0, size);
+    return p;
+}
+
+/* Any allocation request from a thread that may have no heap yet. */
+void *_ts_alloc_aligned(size_t size, size_t align, bool zero) {
+    ts_heap_t *heap = _ts_tls_heap;
+    if (ts_unlikely(heap->state != TS_HEAP_ACTIVE)) {
+        if (heap == &_ts_heap_dead) {
+            void *p = _ts_orphan_alloc(size, align, zero);
+            ts_purge_safe_point();
+            return p;
+        }
+        heap = _ts_thread_init();
+        if (!heap) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    void *p = _ts_heap_alloc(heap, size, align, zero);
+    ts_purge_safe_point();
+    return p;
+}
+
+void *_ts_malloc_generic(ts_heap_t *heap, size_t size) {
+    if (ts_likely(heap->state == TS_HEAP_ACTIVE)) {
+        void *p = _ts_heap_alloc(heap, size, 0, false);
+        ts_purge_safe_point();
+        return p;
+    }
+    return _ts_alloc_aligned(size, 0, false);
+}

@@ -1,0 +1,200 @@
+/* free(): everything beyond the owner's fast path (api.c): pointer checks,
+ * frees from other threads, pages that come back from the full list.
+ *
+ * A block freed by a thread that does not own its page goes back with one CAS
+ * on the page's thread_free word. Small blocks are first gathered per page in
+ * the freeing heap (heap->rbatch) so that one CAS returns up to
+ * TS_RBATCH_MAX of them; a batch is pushed when it is full, when another page
+ * needs its slot, and on the freeing thread's next malloc slow path or exit.
+ *
+ * Invariants:
+ * - A pointer is proven ours (_ts_segmap) before any header is read.
+ * - A remote freer touches nothing of the page after its CAS succeeds, except
+ *   in the NOTIFYING hand-over, during which the owner keeps the page alive
+ *   (it waits for NORMAL before retiring the page or abandoning the heap).
+ */
+#include "core/internal.h"
+
+int _ts_locate(const void *p, ts_page_t **page) {
+    uintptr_t u = (uintptr_t)p;
+    size_t ci = u >> TS_SEGMENT_SHIFT;
+    if (ci >= TS_SEGMAP_ENTRIES) return TS_PTR_FOREIGN;
+    unsigned m = atomic_load_explicit(&_ts_segmap[ci], memory_order_acquire);
+    if (m == TS_MAP_NONE) return TS_PTR_FOREIGN;
+    if (m == TS_MAP_LARGE) return TS_PTR_LARGE;
+    *page = ts_page_of(ts_segment_of(p), p, m);
+    return TS_PTR_BLOCK;
+}
+
+size_t _ts_usable_checked(const void *p, const char *func) {
+    ts_page_t *page = NULL;
+    switch (_ts_locate(p, &page)) {
+    case TS_PTR_FOREIGN:
+        _ts_invalid_pointer(func, p);
+    case TS_PTR_LARGE:
+        return _ts_large_usable(p, func);
+    default:
+        break;
+    }
+    if (ts_page_state(page) != TS_PAGE_IN_USE || !ts_page_block_ok(page, (uintptr_t)p))
+        _ts_invalid_pointer(func, p);
+    return page->block_size;
+}
+
+/* ---- handing blocks back to their page ---------------------------------------------- */
+
+/* The page is in its owner's full list: give the chain to the owner heap,
+ * which frees the blocks itself and so sees the page has room. */
+static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
+    ts_heap_t *owner = (ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FULL);
+    ts_block_t *old = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
+    do {
+        tail->next = old;
+    } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &old, head,
+                                                    memory_order_release, memory_order_relaxed));
+    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &w,
+                                                  (w & ~(uint64_t)3) | TS_TF_NORMAL,
+                                                  memory_order_release, memory_order_relaxed)) {
+    }
+}
+
+void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, uint32_t count) {
+    bool abandoned = ts_page_owner(page) == 0; /* read before the page may go away */
+    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+    for (;;) {
+        unsigned st = ts_tf_state(w);
+        if (st == TS_TF_NOTIFY) {
+            if (atomic_compare_exchange_weak_explicit(&page->thread_free, &w,
+                                                      (w & ~(uint64_t)3) | TS_TF_NOTIFYING,
+                                                      memory_order_acquire, memory_order_relaxed)) {
+                notify_owner(page, head, tail);
+                return;
+            }
+            continue;
+        }
+        ts_block_t *old = ts_tf_ptr(w);
+        if (ts_unlikely(old == head)) _ts_double_free("free", head);
+        tail->next = old;
+        if (atomic_compare_exchange_weak_explicit(&page->thread_free, &w,
+                                                  ts_tf_make(head, ts_tf_count(w) + count, st),
+                                                  memory_order_release, memory_order_relaxed))
+            break;
+    }
+    if (abandoned) _ts_abandoned_note_free();
+}
+
+void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b) {
+    heap->remote_frees += b->count;
+    _ts_page_push_remote(b->page, b->head, b->tail, b->count);
+    b->page = NULL;
+    b->count = 0;
+    heap->rbatch_used--;
+}
+
+void _ts_heap_flush_remote(ts_heap_t *heap) {
+    for (unsigned i = 0; i < TS_RBATCH_SLOTS && heap->rbatch_used; i++)
+        if (heap->rbatch[i].page) _ts_rbatch_flush(heap, &heap->rbatch[i]);
+}
+
+static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
+    if (ts_unlikely(heap == &_ts_heap_empty)) {
+        /* A thread that only frees (a consumer) gets a heap too: its frees are
+         * then batched per page instead of one CAS each. */
+        ts_heap_t *h = _ts_thread_init();
+        if (h) heap = h;
+    }
+    if (heap->state != TS_HEAP_ACTIVE) { /* past its heap's destructor, or out of memory */
+        atomic_fetch_add_explicit(&_ts_stats.remote_frees, 1, memory_order_relaxed);
+        _ts_page_push_remote(page, block, block, 1);
+        return;
+    }
+    if (page->block_size > TS_RBATCH_MAX_BLOCK) {
+        heap->remote_frees++;
+        _ts_page_push_remote(page, block, block, 1);
+        return;
+    }
+    ts_rbatch_t *b = &heap->rbatch[ts_rbatch_slot(page)];
+    if (b->page == page) {
+        if (ts_unlikely(block == b->head)) _ts_double_free("free", block);
+        block->next = b->head;
+        b->head = block;
+        if (++b->count >= TS_RBATCH_MAX) _ts_rbatch_flush(heap, b);
+        return;
+    }
+    if (b->page) _ts_rbatch_flush(heap, b);
+    block->next = NULL;
+    b->page = page;
+    b->head = b->tail = block;
+    b->count = 1;
+    heap->rbatch_used++;
+}
+
+/* Blocks other threads handed over for pages in our full list. */
+void _ts_process_delayed(ts_heap_t *heap) {
+    ts_block_t *block = atomic_exchange_explicit(&heap->delayed, NULL, memory_order_acquire);
+    while (block) {
+        ts_block_t *next = block->next;
+        ts_page_t *page = NULL;
+        (void)_ts_locate(block, &page);
+        if (ts_page_owner(page) & TS_OWNER_FULL) _ts_page_unfull(heap, page);
+        _ts_page_free_local(heap, page, block);
+        block = next;
+    }
+}
+
+/* ---- the slow path --------------------------------------------------------------------- */
+
+/* A pointer into a page that is not in use: freed twice if it was a block
+ * boundary of the page's last class, else never ours. */
+static TS_NORETURN void bad_free(ts_page_t *page, uintptr_t u) {
+    if (ts_page_state(page) != TS_PAGE_HEADER && page->block_size && u >= page->start &&
+        (u - page->start) % page->block_size == 0 &&
+        (u - page->start) / page->block_size < page->reserved)
+        _ts_double_free("free", (void *)u);
+    _ts_invalid_pointer("free", (void *)u);
+}
+
+/* A valid block boundary of a page the calling heap does not own (or owns,
+ * in its full list), that did not fit an open batch (api.c tries that). */
+void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
+    uintptr_t u = (uintptr_t)block;
+    if (ts_page_owner(page) == ((uintptr_t)heap | TS_OWNER_FULL)) {
+        if (page->cached) _ts_double_free("free", block); /* every block of it is free */
+        _ts_page_unfull(heap, page);
+        _ts_page_free_local(heap, page, block);
+    } else {
+        if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, u);
+        free_remote(heap, page, block);
+    }
+    ts_purge_safe_point();
+}
+
+void _ts_free_slow(void *p) {
+    if (!p) return;
+    ts_page_t *page = NULL;
+    switch (_ts_locate(p, &page)) {
+    case TS_PTR_FOREIGN:
+        _ts_invalid_pointer("free", p);
+    case TS_PTR_LARGE:
+        _ts_large_free(p, "free");
+        ts_purge_safe_point();
+        return;
+    default:
+        break;
+    }
+    if (!ts_page_block_ok(page, (uintptr_t)p)) {
+        if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, (uintptr_t)p);
+        _ts_invalid_pointer("free", p);
+    }
+    ts_heap_t *heap = _ts_tls_heap;
+    if (ts_page_owner(page) == (uintptr_t)heap) /* freed twice, probably */
+        _ts_page_free_local(heap, page, (ts_block_t *)p);
+    else
+        _ts_free_other(heap, page, (ts_block_t *)p);
+}
+
+void _ts_page_became_empty(ts_heap_t *heap, ts_page_t *page) {
+    _ts_page_empty_at_free(heap, page);
+    ts_purge_safe_point();
+}

@@ -1,0 +1,260 @@
+/* Heaps: one per thread, created on the thread's first allocation and
+ * abandoned by its pthread key destructor.
+ *
+ * Heap structures come from a pool mapped from the OS and are never unmapped
+ * (a stale pointer to a heap always points at a heap), and are reused by new
+ * threads, so thread churn does not grow them.
+ *
+ * Abandoning a heap (thread exit): push its pending remote frees, wait out any
+ * NOTIFYING hand-over to its full pages, free the blocks handed over, retire
+ * every page whose blocks are all back, and leave the rest in their segments
+ * without an owner. Such segments go to the abandoned list, where another
+ * heap adopts them when it needs a page, or the purge thread gives their pages
+ * back as the last blocks are freed. Blocks of a dead thread can be freed by
+ * any thread at any time (they are remote frees).
+ *
+ * A thread that allocates after its heap's destructor ran (a later TLS
+ * destructor) uses the orphan heap, shared under orphan_lock. A thread that
+ * makes its first call after the key destructors ran (glibc frees other
+ * threads' TLS blocks there) gets a heap whose destructor never runs: each
+ * heap holds a robust mutex for its thread, and the purge thread abandons the
+ * heaps whose mutex the kernel marked as left by a dead owner.
+ *
+ * Lock order: orphan_lock, then pool_lock (see internal.h for the rest).
+ */
+#include "core/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
+
+#define EMPTY_DIRECT                                                                               \
+    { [0 ... TS_DIRECT_SLOTS - 1] = &_ts_page_empty }
+#define EMPTY_HEADS                                                                                \
+    { [0 ... TS_CLASS_COUNT - 1] = &_ts_page_empty }
+ts_heap_t _ts_heap_empty = {.direct = EMPTY_DIRECT, .head = EMPTY_HEADS, .state = TS_HEAP_UNINIT};
+ts_heap_t _ts_heap_dead = {.direct = EMPTY_DIRECT, .head = EMPTY_HEADS, .state = TS_HEAP_DEAD};
+__thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec"))) = &_ts_heap_empty;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static ts_heap_t *pool_free;
+static ts_heap_t *heaps_all;
+static uint32_t heap_ids;
+
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static ts_heap_t *orphan;
+
+#define POOL_CHUNK ((size_t)256 * 1024)
+
+static ts_heap_t *pool_get(void) {
+    pthread_mutex_lock(&pool_lock);
+    ts_heap_t *heap = pool_free;
+    if (heap) pool_free = heap->pool_next;
+    pthread_mutex_unlock(&pool_lock);
+    if (heap) return heap;
+    char *chunk = _ts_os_map(POOL_CHUNK);
+    if (!chunk) return NULL;
+    _ts_os_name(chunk, POOL_CHUNK, "tsalloc-heaps");
+    size_t stride = ts_align_up(sizeof(ts_heap_t), 64);
+    size_t n = POOL_CHUNK / stride;
+    pthread_mutex_lock(&pool_lock);
+    for (size_t i = 1; i < n; i++) {
+        ts_heap_t *h = (ts_heap_t *)(chunk + i * stride);
+        h->pool_next = pool_free;
+        pool_free = h;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return (ts_heap_t *)chunk;
+}
+
+ts_heap_t *_ts_heap_new(bool for_this_thread) {
+    ts_heap_t *heap = pool_get();
+    if (!heap) return NULL;
+    memset(heap, 0, sizeof *heap);
+    for (unsigned i = 0; i < TS_DIRECT_SLOTS; i++) heap->direct[i] = &_ts_page_empty;
+    for (unsigned i = 0; i < TS_CLASS_COUNT; i++) heap->head[i] = &_ts_page_empty;
+    heap->state = TS_HEAP_ACTIVE;
+    heap->maint_at = _ts_os_now_ns() + _ts_purge_delay_ns();
+    if (for_this_thread) {
+        pthread_mutexattr_t attr;
+        pthread_mutexattr_init(&attr);
+        pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_init(&heap->alive, &attr);
+        pthread_mutexattr_destroy(&attr);
+        pthread_mutex_lock(&heap->alive);
+        heap->watched = 1;
+    }
+    pthread_mutex_lock(&pool_lock);
+    heap->id = ++heap_ids;
+    heap->all_next = heaps_all;
+    if (heaps_all) heaps_all->all_prev = heap;
+    heaps_all = heap;
+    pthread_mutex_unlock(&pool_lock);
+    size_t live = atomic_fetch_add(&_ts_stats.heaps_live, 1) + 1;
+    atomic_fetch_add(&_ts_stats.heaps_created, 1);
+    /* A new thread: a chance to find heaps of dead threads (not for the
+     * first heap: single-threaded programs get no helper thread for this). */
+    if (for_this_thread && live > 1) _ts_purge_schedule();
+    return heap;
+}
+
+/* The heap's thread is exiting (its key destructor). */
+void _ts_heap_thread_exit(ts_heap_t *heap) {
+    pthread_mutex_lock(&pool_lock);
+    bool watched = heap->watched;
+    heap->watched = 0;
+    pthread_mutex_unlock(&pool_lock);
+    if (watched) pthread_mutex_unlock(&heap->alive);
+    _ts_heap_abandon(heap);
+}
+
+/* Abandon the heaps whose threads died without running their destructor. */
+void _ts_heaps_reap(void) {
+    ts_heap_t *dead = NULL;
+    pthread_mutex_lock(&pool_lock);
+    for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
+        if (!h->watched) continue;
+        int rc = pthread_mutex_trylock(&h->alive);
+        if (rc == EOWNERDEAD) { /* the kernel says: its thread died holding it */
+            pthread_mutex_consistent(&h->alive);
+            pthread_mutex_unlock(&h->alive);
+            h->watched = 0;
+            h->pool_next = dead;
+            dead = h;
+        } else if (rc == 0) { /* not held (thread had no id yet?): stop watching, keep it */
+            pthread_mutex_unlock(&h->alive);
+            h->watched = 0;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    while (dead) {
+        ts_heap_t *h = dead;
+        dead = h->pool_next;
+        _ts_verbose(2, "heap %u: its thread died without exiting cleanly; abandoned", h->id);
+        _ts_heap_abandon(h);
+    }
+}
+
+static void heap_free(ts_heap_t *heap) {
+    pthread_mutex_lock(&pool_lock);
+    _ts_stats_fold_heap(heap);
+    if (heap->all_prev)
+        heap->all_prev->all_next = heap->all_next;
+    else
+        heaps_all = heap->all_next;
+    if (heap->all_next) heap->all_next->all_prev = heap->all_prev;
+    heap->state = TS_HEAP_UNINIT;
+    heap->pool_next = pool_free;
+    pool_free = heap;
+    pthread_mutex_unlock(&pool_lock);
+    atomic_fetch_sub(&_ts_stats.heaps_live, 1);
+}
+
+void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg) {
+    pthread_mutex_lock(&pool_lock);
+    for (ts_heap_t *h = heaps_all; h; h = h->all_next) fn(h, arg);
+    pthread_mutex_unlock(&pool_lock);
+}
+
+/* ---- periodic work on the allocation slow path ------------------------------------ */
+
+void _ts_heap_collect(ts_heap_t *heap, bool force) {
+    if (atomic_load_explicit(&heap->delayed, memory_order_relaxed)) _ts_process_delayed(heap);
+    if (heap->rbatch_used) _ts_heap_flush_remote(heap);
+    _ts_pages_collect(heap, force);
+    if (force && heap->spare) {
+        _ts_segment_release(heap->spare);
+        heap->spare = NULL;
+    }
+}
+
+void _ts_heap_slow_tick(ts_heap_t *heap) {
+    if (atomic_load_explicit(&heap->delayed, memory_order_relaxed)) _ts_process_delayed(heap);
+    if (heap->rbatch_used) _ts_heap_flush_remote(heap);
+    if ((++heap->slow_count & 31) == 0) {
+        uint64_t now = _ts_os_now_ns();
+        if (now >= heap->maint_at) {
+            uint64_t delay = _ts_purge_delay_ns();
+            heap->maint_at = now + (delay > 10000000 ? delay : 10000000);
+            _ts_pages_collect(heap, false);
+            if (!_ts_purge_thread_running()) _ts_purge_run(now, false);
+        }
+    }
+}
+
+/* ---- thread exit --------------------------------------------------------------------- */
+
+void _ts_heap_abandon(ts_heap_t *heap) {
+    heap->state = TS_HEAP_DEAD; /* no spare segment from here on */
+    _ts_heap_flush_remote(heap);
+    /* After this no other thread can be handing blocks to this heap. */
+    for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)
+        for (ts_page_t *p = heap->queue[cls].first; p; p = p->next) _ts_page_settle_notify(p);
+    for (ts_page_t *p = heap->full.first; p; p = p->next) _ts_page_settle_notify(p);
+    _ts_process_delayed(heap);
+    _ts_page_uncache(heap);
+    ts_page_t *page;
+    for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)
+        while ((page = heap->queue[cls].first) != NULL) _ts_page_detach(heap, page);
+    while ((page = heap->full.first) != NULL) _ts_page_detach(heap, page);
+    _ts_heap_release_segments(heap);
+    atomic_fetch_add(&_ts_stats.threads_exited, 1);
+    heap_free(heap);
+}
+
+/* ---- the orphan heap ------------------------------------------------------------------- */
+
+void *_ts_orphan_alloc(size_t size, size_t align, bool zero) {
+    pthread_mutex_lock(&orphan_lock);
+    if (!orphan) orphan = _ts_heap_new(false);
+    void *p = orphan ? _ts_heap_alloc(orphan, size, align, zero) : NULL;
+    pthread_mutex_unlock(&orphan_lock);
+    if (!p) errno = ENOMEM;
+    return p;
+}
+
+/* ---- fork -------------------------------------------------------------------------------- */
+
+void _ts_heaps_atfork_prepare(void) {
+    pthread_mutex_lock(&orphan_lock);
+    pthread_mutex_lock(&pool_lock);
+}
+
+void _ts_heaps_atfork_parent(void) {
+    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_unlock(&orphan_lock);
+}
+
+void _ts_heaps_atfork_child(void) {
+    pthread_mutex_init(&pool_lock, NULL);
+    pthread_mutex_init(&orphan_lock, NULL);
+    /* The child's thread has a new id: it takes its heap's robust mutex anew.
+     * Other threads' heaps stay as they are (their threads do not exist here). */
+    ts_heap_t *self = _ts_tls_heap;
+    if (self->state == TS_HEAP_ACTIVE && self->watched) {
+        pthread_mutexattr_t attr;
+        pthread_mutexattr_init(&attr);
+        pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_init(&self->alive, &attr);
+        pthread_mutexattr_destroy(&attr);
+        pthread_mutex_lock(&self->alive);
+    }
+    /* Other threads do not exist here: a hand-over to our full pages that was
+     * in flight will never finish, so ask for a new one. */
+    ts_heap_t *heap = _ts_tls_heap;
+    if (heap->state != TS_HEAP_ACTIVE) return;
+    for (ts_page_t *p = heap->full.first; p; p = p->next) {
+        uint64_t w = atomic_load_explicit(&p->thread_free, memory_order_relaxed);
+        if (ts_tf_state(w) == TS_TF_NOTIFYING)
+            atomic_store_explicit(&p->thread_free, (w & ~(uint64_t)3) | TS_TF_NOTIFY,
+                                  memory_order_relaxed);
+    }
+    for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)
+        for (ts_page_t *p = heap->queue[cls].first; p; p = p->next) {
+            uint64_t w = atomic_load_explicit(&p->thread_free, memory_order_relaxed);
+            if (ts_tf_state(w) == TS_TF_NOTIFYING)
+                atomic_store_explicit(&p->thread_free, w & ~(uint64_t)3, memory_order_relaxed);
+        }
+}

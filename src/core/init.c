@@ -1,0 +1,77 @@
+/* Start-up and thread lifetime.
+ *
+ * Initialisation is lazy: the first allocation of the process (which under
+ * LD_PRELOAD may come from the dynamic loader, before main and before any
+ * constructor) builds the size-class table, reads the options and creates the
+ * pthread key whose destructor abandons a thread's heap. None of that
+ * allocates. A thread's heap is made on its first allocation.
+ *
+ * TLS: one pointer (_ts_tls_heap, initial-exec, so the fast path reads it
+ * with one instruction and no __tls_get_addr call). Eight bytes of static TLS
+ * fit in the surplus glibc reserves for libraries loaded with dlopen, so the
+ * library still works when it is dlopen'ed (it then only serves the callers
+ * that reach it through the ts_* API).
+ *
+ * Invariant: process_state goes 0 -> 1 (one thread initialising; others
+ * yield) -> 2, and nothing during 1 allocates or waits for another thread.
+ */
+#include "core/internal.h"
+
+static _Atomic int process_state;
+static _Atomic int ctor_done;
+static pthread_key_t heap_key;
+static bool heap_key_ok;
+
+static void thread_exit(void *arg) {
+    ts_heap_t *heap = arg;
+    _ts_tls_heap = &_ts_heap_dead; /* later allocations: the orphan heap */
+    if (heap && heap->state == TS_HEAP_ACTIVE) _ts_heap_thread_exit(heap);
+    ts_purge_safe_point();
+}
+
+static TS_NOINLINE void process_init_slow(void) {
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&process_state, &expect, 1)) {
+        _ts_sizeclass_init();
+        _ts_options_init();
+        (void)_ts_os_page_size(); /* the OS layer caches it: once, before other threads */
+        heap_key_ok = pthread_key_create(&heap_key, thread_exit) == 0;
+        if (!heap_key_ok) _ts_verbose(1, "no pthread key: heaps of exiting threads are not reused");
+        atomic_store_explicit(&process_state, 2, memory_order_release);
+        _ts_verbose(2, "initialised");
+        return;
+    }
+    while (atomic_load_explicit(&process_state, memory_order_acquire) != 2) _ts_os_yield();
+}
+
+void _ts_process_init(void) {
+    if (ts_unlikely(atomic_load_explicit(&process_state, memory_order_acquire) != 2))
+        process_init_slow();
+}
+
+bool _ts_process_ready(void) {
+    return atomic_load_explicit(&ctor_done, memory_order_acquire);
+}
+
+ts_heap_t *_ts_thread_init(void) {
+    _ts_process_init();
+    ts_heap_t *heap = _ts_heap_new(true);
+    if (!heap) return NULL;
+    /* Publish first: pthread_setspecific may itself call calloc. */
+    _ts_tls_heap = heap;
+    if (heap_key_ok) pthread_setspecific(heap_key, heap);
+    return heap;
+}
+
+/* Runs once libc is fully initialised: from here on the purge thread may be
+ * started. Also makes sure the process is initialised even if it never
+ * allocates before main. */
+__attribute__((constructor)) static void core_constructor(void) {
+    _ts_process_init();
+    if (_ts_option(TS_OPT_STATS)) _ts_os_keep_stderr(); /* printed at exit, stderr or not */
+    atomic_store_explicit(&ctor_done, 1, memory_order_release);
+}
+
+__attribute__((destructor)) static void core_destructor(void) {
+    if (_ts_option(TS_OPT_STATS)) _ts_stats_print_exit();
+}

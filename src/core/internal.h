@@ -1,0 +1,443 @@
+/* The fast allocator (libtsalloc): definitions shared by the files of src/core.
+ *
+ * Terms, used the same way in every file:
+ * - OS page: the kernel's 4 KiB unit.
+ * - segment: a 4 MiB region mapped at a 4 MiB boundary, so that the segment of
+ *   any pointer is `p & ~TS_SEGMENT_MASK`. Its first 64 KiB hold the header
+ *   (the page descriptors); the rest is divided into pages of one kind.
+ * - page: a run of memory inside a segment holding blocks of one size class.
+ *   Kinds: small pages (64 KiB, blocks up to 8 KiB), medium pages (512 KiB,
+ *   blocks up to 64 KiB), big pages (the whole segment, blocks up to 512 KiB).
+ * - block: what malloc returns. class: one of the TS_CLASS_COUNT block sizes.
+ * - large block: above the largest class; its own mapping (large.c).
+ * - heap: the per-thread allocator state. Every page in use belongs to exactly
+ *   one heap (page->owner) or to no heap when its thread has exited.
+ *
+ * Invariants:
+ * - The owner thread allocates and frees on its pages without atomics or locks;
+ *   other threads only push onto page->thread_free (or a heap's delayed list).
+ * - page->used counts blocks handed out and not yet returned to the owner,
+ *   including blocks waiting in thread_free, plus one while a small or medium
+ *   page is the head of its class queue ("pinned"). A page is retired only at
+ *   used == 0.
+ * - _ts_segmap[p >> 22] holds the page shift (16, 19, 22) of the segment at
+ *   that 4 MiB chunk only while the segment is mapped, TS_MAP_LARGE where
+ *   large blocks are or were (then the large-block table decides), else 0.
+ *   free() consults it before reading any header, so foreign pointers are
+ *   rejected without touching their memory.
+ *
+ * Lock order (outermost first): orphan_lock, heap pool lock, abandoned lock,
+ * segment cache lock, registry lock, segment spinlocks, large-table stripes,
+ * large cache lock, purge mutex. No lock is held across pthread_create or any
+ * call that may allocate.
+ */
+#ifndef TS_CORE_INTERNAL_H
+#define TS_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+/* ---- geometry ------------------------------------------------------------ */
+
+#define TS_SEGMENT_SHIFT  22
+#define TS_SEGMENT_SIZE   ((size_t)1 << TS_SEGMENT_SHIFT)
+#define TS_SEGMENT_MASK   (TS_SEGMENT_SIZE - 1)
+#define TS_SEGMENT_HEADER ((size_t)64 * 1024) /* header region; only its start is touched */
+#if defined(__aarch64__)
+#define TS_ADDRESS_BITS 48 /* user space of arm64 Linux (4 KiB pages, 48-bit VA) */
+#else
+#define TS_ADDRESS_BITS 47 /* user space of x86-64 Linux (4-level paging) */
+#endif
+#define TS_SEGMAP_ENTRIES ((size_t)1 << (TS_ADDRESS_BITS - TS_SEGMENT_SHIFT))
+#define TS_MAX_PAGES      64
+
+enum { TS_MAP_NONE = 0, TS_MAP_LARGE = 1 }; /* other _ts_segmap values: a page shift */
+
+enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
+#define TS_SHIFT_SMALL  16
+#define TS_SHIFT_MEDIUM 19
+#define TS_SHIFT_BIG    22
+#define TS_SHIFT_MIN    TS_SHIFT_SMALL
+
+/* ---- size classes (sizeclass.c) ------------------------------------------- */
+
+/* 16-byte steps up to 128 B, then 4 classes per doubling up to 512 KiB. */
+#define TS_CLASS_STEP_LIMIT 128
+#define TS_CLASS_MAX_SIZE   ((size_t)512 * 1024)
+#define TS_CLASS_COUNT      56
+#define TS_SMALL_PAGE_MAX   ((size_t)8 * 1024)  /* classes up to here use small pages */
+#define TS_MEDIUM_PAGE_MAX  ((size_t)64 * 1024) /* ... up to here medium pages, above: big */
+/* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
+#define TS_DIRECT_MAX   1024
+#define TS_DIRECT_SLOTS (TS_DIRECT_MAX / 16 + 1)
+
+/* The class of a size (0 for size 0). Arithmetic, no table: the table in
+ * sizeclass.c is generated from the same rule and tested against it. */
+TS_INLINE unsigned ts_class_of(size_t size) {
+    if (size <= TS_CLASS_STEP_LIMIT) return size <= 16 ? 0 : (unsigned)((size - 1) >> 4);
+    size_t s = size - 1;
+    unsigned b = 63u - (unsigned)__builtin_clzl(s); /* 2^b <= s < 2^(b+1), b >= 7 */
+    return 8 + (b - 7) * 4 + (unsigned)((s >> (b - 2)) & 3);
+}
+
+typedef struct ts_class_info {
+    uint32_t size;     /* block size */
+    uint8_t kind;      /* enum ts_kind of its pages */
+    uint8_t direct_lo; /* direct slots that map to this class (lo > hi: none) */
+    uint8_t direct_hi;
+    uint64_t magic; /* ceil(2^64 / size): exact divisibility test for offsets < 2^32 */
+} ts_class_info_t;
+
+TS_HIDDEN extern ts_class_info_t _ts_classes[TS_CLASS_COUNT];
+/* Sizes above the direct table up to 64 KiB: class = _ts_class_by_256[(size - 1) >> 8]
+ * (class boundaries there are multiples of 256). */
+#define TS_CLASS_BY_256_MAX ((size_t)64 * 1024)
+TS_HIDDEN extern uint8_t _ts_class_by_256[TS_CLASS_BY_256_MAX / 256];
+TS_HIDDEN void _ts_sizeclass_init(void);
+/* The smallest class >= size whose block size is a multiple of align (a power
+ * of two, 16 < align <= 64 KiB), or TS_CLASS_COUNT when none. */
+TS_HIDDEN unsigned _ts_class_aligned(size_t size, size_t align);
+TS_INLINE uint64_t ts_magic_of(size_t size) {
+    return UINT64_MAX / size + 1;
+}
+
+/* ---- blocks, pages, segments ---------------------------------------------- */
+
+typedef struct ts_block {
+    struct ts_block *next;
+} ts_block_t;
+
+typedef struct ts_heap ts_heap_t;
+typedef struct ts_segment ts_segment_t;
+
+/* page->thread_free packs the list of blocks freed by other threads, their
+ * number, and a 2-bit notification state into one word, so one CAS pushes
+ * a whole chain and the owner takes it back without walking it:
+ *   bits 63..47 count | bits 46..4 head block | bits 1..0 state.
+ * NOTIFY: the page sits in its owner's full list; the next remote freer hands
+ * its blocks to the owner heap's delayed list instead, so the owner learns
+ * the page has room again. NOTIFYING: that hand-over is in progress (the
+ * owner waits for it before it abandons the heap). */
+enum { TS_TF_NORMAL = 0, TS_TF_NOTIFY = 1, TS_TF_NOTIFYING = 2 };
+#define TS_TF_COUNT_SHIFT 47
+#define TS_TF_PTR_MASK    ((((uint64_t)1 << TS_TF_COUNT_SHIFT) - 1) & ~(uint64_t)15)
+TS_INLINE ts_block_t *ts_tf_ptr(uint64_t w) {
+    return (ts_block_t *)(uintptr_t)(w & TS_TF_PTR_MASK);
+}
+TS_INLINE uint32_t ts_tf_count(uint64_t w) {
+    return (uint32_t)(w >> TS_TF_COUNT_SHIFT);
+}
+TS_INLINE unsigned ts_tf_state(uint64_t w) {
+    return (unsigned)(w & 3);
+}
+TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
+    return (count << TS_TF_COUNT_SHIFT) | (uint64_t)(uintptr_t)p | state;
+}
+
+/* page->owner: the heap, with this bit set while the page is in its full list
+ * (so the owner's free fast path falls into the slow path and moves it back). */
+#define TS_OWNER_FULL ((uintptr_t)1)
+
+/* Page states in the segment (changed under the segment lock). */
+enum { TS_PAGE_FREE_CLEAN = 0, TS_PAGE_FREE_DIRTY, TS_PAGE_IN_USE, TS_PAGE_HEADER };
+
+/* A page descriptor: three cache lines, by who writes them. */
+typedef struct ts_page {
+    /* Read-mostly: set when the page is (re)initialised or grows; remote
+     * freers read it to validate pointers without disturbing the owner. */
+    _Atomic uintptr_t owner; /* heap | TS_OWNER_FULL; 0: free page or abandoned */
+    uintptr_t start;         /* address of block 0 */
+    _Atomic size_t bytes;    /* capacity * block_size: offsets beyond were never handed out */
+    uint64_t magic;          /* ts_magic_of(block_size) */
+    uint32_t block_size;
+    uint32_t reserved; /* blocks that fit */
+    uint32_t area;     /* bytes of memory the page covers */
+    uint8_t cls;
+    uint8_t index;         /* position in its segment */
+    _Atomic uint8_t state; /* TS_PAGE_*: written under the segment lock, read anywhere */
+    /* Owner-hot: the fast paths. */
+    _Alignas(64) ts_block_t *free; /* allocation pops here, the owner's frees push here */
+    uint32_t used;                 /* see the invariants above */
+    uint32_t capacity;             /* blocks carved so far */
+    uint8_t pinned;                /* head of its class queue: used holds +1 */
+    uint8_t in_full;
+    uint8_t cached;              /* an empty big page kept by its heap for the next request */
+    struct ts_page *next, *prev; /* class queue or full list */
+    /* Remote-written. */
+    _Alignas(64) _Atomic uint64_t thread_free;
+    uint64_t purge_at; /* free dirty page: when to give it back (segment lock) */
+} ts_page_t;
+
+struct ts_segment {
+    _Atomic(ts_heap_t *) owner; /* NULL: abandoned, cached or spare-less */
+    uint8_t kind;               /* enum ts_kind; TS_KIND_COUNT before the first format */
+    uint8_t page_shift;
+    uint8_t first_page; /* index of the first usable page */
+    uint8_t page_count; /* pages of this kind (usable: first_page .. page_count-1) */
+    _Atomic int lock;   /* spinlock: free_mask, dirty_mask, page states, purge_at */
+    uint32_t used_pages;
+    uint64_t free_mask;          /* pages not in use */
+    _Atomic uint64_t dirty_mask; /* free pages still resident, waiting for purge */
+    _Atomic uint64_t purge_at_min;
+    ts_segment_t *reg_next, *reg_prev;     /* registry of all segments (registry lock) */
+    ts_segment_t *next, *prev;             /* heap's segments, abandoned list or cache */
+    ts_segment_t *avail_next, *avail_prev; /* heap's segments with a free page of this kind */
+    uint8_t in_avail;
+    uint8_t cached;
+    uint64_t cached_at;
+    _Alignas(64) ts_page_t pages[TS_MAX_PAGES];
+};
+
+_Static_assert(sizeof(ts_page_t) == 192, "page descriptor: three cache lines");
+_Static_assert(sizeof(ts_segment_t) <= TS_SEGMENT_HEADER, "segment header too big");
+
+TS_HIDDEN extern _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
+
+TS_INLINE ts_segment_t *ts_segment_of(const void *p) {
+    return (ts_segment_t *)((uintptr_t)p & ~(uintptr_t)TS_SEGMENT_MASK);
+}
+TS_INLINE ts_page_t *ts_page_of(ts_segment_t *seg, const void *p, unsigned shift) {
+    return &seg->pages[((uintptr_t)p & TS_SEGMENT_MASK) >> shift];
+}
+/* True when p is the start of a block this page has handed out at some time. */
+TS_INLINE bool ts_page_block_ok(const ts_page_t *page, uintptr_t p) {
+    uintptr_t off = p - page->start;
+    return off < atomic_load_explicit(&page->bytes, memory_order_relaxed) &&
+           off * page->magic < page->magic;
+}
+TS_INLINE unsigned ts_page_state(const ts_page_t *page) {
+    return atomic_load_explicit(&page->state, memory_order_relaxed);
+}
+TS_INLINE void ts_page_set_state(ts_page_t *page, unsigned state) {
+    atomic_store_explicit(&page->state, (uint8_t)state, memory_order_relaxed);
+}
+TS_INLINE uintptr_t ts_page_owner(const ts_page_t *page) {
+    return atomic_load_explicit(&page->owner, memory_order_relaxed);
+}
+
+/* ---- tiny spinlock (segment bookkeeping; held for short, rare sections) --- */
+
+TS_INLINE bool ts_spin_trylock(_Atomic int *l) {
+    return !atomic_load_explicit(l, memory_order_relaxed) &&
+           !atomic_exchange_explicit(l, 1, memory_order_acquire);
+}
+TS_HIDDEN void _ts_spin_lock_slow(_Atomic int *l);
+TS_INLINE void ts_spin_lock(_Atomic int *l) {
+    if (ts_unlikely(!ts_spin_trylock(l))) _ts_spin_lock_slow(l);
+}
+TS_INLINE void ts_spin_unlock(_Atomic int *l) {
+    atomic_store_explicit(l, 0, memory_order_release);
+}
+
+/* ---- heaps ------------------------------------------------------------------- */
+
+typedef struct ts_page_queue {
+    ts_page_t *first, *last;
+} ts_page_queue_t;
+
+/* Remote frees waiting to be pushed to one page in one CAS. */
+typedef struct ts_rbatch {
+    ts_page_t *page;
+    ts_block_t *head, *tail;
+    uint32_t count;
+} ts_rbatch_t;
+#define TS_RBATCH_SLOTS     16
+#define TS_RBATCH_MAX       32   /* blocks per batch */
+#define TS_RBATCH_MAX_BLOCK 1024 /* larger blocks are pushed at once */
+
+enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
+
+struct ts_heap {
+    /* The fast path reads direct[] and bumps alloc_slot[]. */
+    ts_page_t *direct[TS_DIRECT_SLOTS];
+    uint64_t alloc_slot[TS_DIRECT_SLOTS]; /* fast-path allocations per size slot */
+    ts_page_t *head[TS_CLASS_COUNT];      /* per class: the page to allocate from */
+    uint64_t alloc_class[TS_CLASS_COUNT]; /* allocations outside the fast path */
+    uint64_t allocs_seen[TS_CLASS_COUNT]; /* per class, at the last idle-page collection */
+    uint32_t state;                       /* TS_HEAP_* */
+    uint32_t id;
+    ts_page_queue_t queue[TS_CLASS_COUNT]; /* pages with (possible) room, head first */
+    ts_page_queue_t full;                  /* exhausted pages, waiting for frees */
+    ts_rbatch_t rbatch[TS_RBATCH_SLOTS];
+    uint32_t rbatch_used;
+    uint32_t slow_count;
+    uint64_t maint_at;                  /* next idle-page check (ns) */
+    ts_segment_t *segments;             /* every segment this heap owns */
+    ts_segment_t *avail[TS_KIND_COUNT]; /* owned segments with a free page */
+    ts_segment_t *spare;                /* one wholly free segment kept for reuse */
+    ts_page_t *empty_big;               /* one empty big page kept (see page.c) */
+    uint32_t empty_big_seen;            /* it was there at the last collection */
+    uint64_t remote_frees, notify_frees, adopted, large_allocs;
+    ts_heap_t *all_next, *all_prev; /* live heaps (pool lock) */
+    ts_heap_t *pool_next;
+    /* Held by the heap's thread while it lives (robust: the kernel marks it
+     * when the thread dies), so a heap whose thread exited without running
+     * its destructor (created after the key destructors ran) is found and
+     * abandoned by the purge thread. `watched` under the pool lock. */
+    pthread_mutex_t alive;
+    uint32_t watched;
+    _Alignas(64) _Atomic(ts_block_t *) delayed; /* blocks handed over for full pages */
+};
+
+/* The calling thread's heap: one pointer of initial-exec TLS. Starts as the
+ * static empty heap (every direct slot points at an empty page), so the first
+ * malloc falls into the slow path without a NULL check. */
+TS_HIDDEN extern __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec")));
+TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads that have not allocated yet */
+TS_HIDDEN extern ts_heap_t _ts_heap_dead;  /* threads past their heap's destructor */
+TS_HIDDEN extern ts_page_t _ts_page_empty;
+
+/* ---- cross-file functions ------------------------------------------------------ */
+
+/* sizeclass.c: see above. options.c */
+enum ts_option {
+    TS_OPT_PURGE_DELAY_MS,
+    TS_OPT_PURGE_THREAD,
+    TS_OPT_SEGMENT_CACHE,
+    TS_OPT_LARGE_CACHE_MB,
+    TS_OPT_STATS,
+    TS_OPT_VERBOSE,
+    TS_OPT_COUNT
+};
+TS_HIDDEN void _ts_options_init(void);
+TS_HIDDEN long long _ts_option(enum ts_option opt);
+TS_HIDDEN uint64_t _ts_purge_delay_ns(void);
+TS_HIDDEN void _ts_verbose(int level, const char *fmt, ...);
+
+/* init.c */
+TS_HIDDEN void _ts_process_init(void);
+TS_HIDDEN bool _ts_process_ready(void);
+TS_HIDDEN ts_heap_t *_ts_thread_init(void);
+
+/* heap.c */
+TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread);
+TS_HIDDEN void _ts_heap_thread_exit(ts_heap_t *heap);
+TS_HIDDEN void _ts_heaps_reap(void);
+TS_HIDDEN void _ts_heap_abandon(ts_heap_t *heap);
+TS_HIDDEN void _ts_heap_slow_tick(ts_heap_t *heap);
+TS_HIDDEN void _ts_heap_collect(ts_heap_t *heap, bool force);
+TS_HIDDEN void _ts_heap_flush_remote(ts_heap_t *heap);
+TS_HIDDEN void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg);
+TS_HIDDEN void *_ts_orphan_alloc(size_t size, size_t align, bool zero);
+TS_HIDDEN void _ts_heaps_atfork_prepare(void);
+TS_HIDDEN void _ts_heaps_atfork_parent(void);
+TS_HIDDEN void _ts_heaps_atfork_child(void);
+typedef void (*ts_heap_visit_fn)(const ts_heap_t *heap, void *arg);
+TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
+
+/* page.c */
+TS_HIDDEN void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls);
+TS_HIDDEN void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
+TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_detach(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_settle_notify(ts_page_t *page);
+TS_HIDDEN bool _ts_page_unpin(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_queue_push_back(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_uncache(ts_heap_t *heap);
+TS_HIDDEN void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
+
+/* free.c */
+TS_HIDDEN TS_NOINLINE void _ts_free_slow(void *p);
+TS_HIDDEN TS_NOINLINE void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
+TS_HIDDEN void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b);
+/* The batch slot of a page: pages of one segment (192 bytes apart) get
+ * distinct slots (3 is odd). */
+TS_INLINE unsigned ts_rbatch_slot(const ts_page_t *page) {
+    uintptr_t a = (uintptr_t)page;
+    return (unsigned)((a >> 6) ^ (a >> TS_SEGMENT_SHIFT)) & (TS_RBATCH_SLOTS - 1);
+}
+TS_HIDDEN TS_NOINLINE void _ts_page_became_empty(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail,
+                                    uint32_t count);
+TS_HIDDEN void _ts_process_delayed(ts_heap_t *heap);
+/* Classify a pointer: 0 not ours, 1 large block, 2 class block (page set). */
+enum { TS_PTR_FOREIGN = 0, TS_PTR_LARGE, TS_PTR_BLOCK };
+TS_HIDDEN int _ts_locate(const void *p, ts_page_t **page);
+TS_HIDDEN size_t _ts_usable_checked(const void *p, const char *func);
+
+/* alloc.c */
+TS_HIDDEN TS_NOINLINE void *_ts_malloc_generic(ts_heap_t *heap, size_t size);
+TS_HIDDEN void *_ts_alloc_aligned(size_t size, size_t align, bool zero);
+TS_HIDDEN void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero);
+
+/* segment.c */
+TS_HIDDEN ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_adopt,
+                                            bool *adopted);
+TS_HIDDEN void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
+TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
+TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
+TS_HIDDEN uint64_t _ts_abandoned_reclaim(bool force);
+TS_HIDDEN void _ts_abandoned_note_free(void);
+TS_HIDDEN size_t _ts_segment_cache_trim(void);
+TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap);
+TS_HIDDEN void _ts_segments_count(size_t *total, size_t *owned);
+TS_HIDDEN void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]);
+TS_HIDDEN void _ts_segments_atfork_prepare(void);
+TS_HIDDEN void _ts_segments_atfork_parent(void);
+TS_HIDDEN void _ts_segments_atfork_child(void);
+
+/* large.c */
+TS_HIDDEN void *_ts_large_alloc(size_t size, size_t align, bool zero);
+TS_HIDDEN void _ts_large_free(void *p, const char *func);
+TS_HIDDEN size_t _ts_large_usable(const void *p, const char *func);
+TS_HIDDEN void *_ts_large_realloc(void *p, size_t size);
+TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
+TS_HIDDEN void _ts_large_atfork_prepare(void);
+TS_HIDDEN void _ts_large_atfork_parent(void);
+TS_HIDDEN void _ts_large_atfork_child(void);
+
+/* purge.c */
+TS_HIDDEN void _ts_purge_schedule(void);
+TS_HIDDEN void _ts_purge_safe_point(void);
+TS_HIDDEN extern _Atomic int _ts_purge_wanted; /* the helper thread should be started */
+TS_INLINE void ts_purge_safe_point(void) {
+    if (ts_unlikely(atomic_load_explicit(&_ts_purge_wanted, memory_order_relaxed)))
+        _ts_purge_safe_point();
+}
+TS_HIDDEN uint64_t _ts_purge_run(uint64_t now, bool force);
+TS_HIDDEN void _ts_purge_atfork_prepare(void);
+TS_HIDDEN void _ts_purge_atfork_parent(void);
+TS_HIDDEN void _ts_purge_atfork_child(void);
+TS_HIDDEN bool _ts_purge_thread_running(void);
+
+/* stats.c: process-wide counters, updated on slow paths only. */
+typedef struct ts_gstats {
+    _Atomic size_t committed; /* bytes mapped and not purged since (upper bound of RSS) */
+    _Atomic size_t peak;      /* highest committed seen */
+    _Atomic size_t purged;    /* bytes given back with MADV_DONTNEED, cumulative */
+    _Atomic size_t unmapped;  /* bytes unmapped, cumulative */
+    _Atomic size_t dirty;     /* free bytes still resident (purge candidates) */
+    _Atomic size_t segments;  /* segments mapped */
+    _Atomic size_t segments_cached;
+    _Atomic size_t segments_abandoned;
+    _Atomic size_t pages[TS_KIND_COUNT]; /* pages in use */
+    _Atomic size_t large_count;          /* live large blocks */
+    _Atomic size_t large_bytes;
+    _Atomic size_t large_cached_count;
+    _Atomic size_t large_cached_bytes;
+    _Atomic size_t large_cache_hits;
+    _Atomic size_t large_remaps;
+    _Atomic size_t heaps_live;
+    _Atomic size_t heaps_created;
+    _Atomic size_t threads_exited;
+    _Atomic size_t adopted;
+    _Atomic size_t reclaimed_pages; /* pages of dead threads given back by the purge thread */
+    _Atomic size_t purge_runs;
+    _Atomic uint64_t alloc[TS_CLASS_COUNT]; /* folded in from exited heaps */
+    _Atomic uint64_t remote_frees;
+    _Atomic uint64_t large_allocs;
+} ts_gstats_t;
+TS_HIDDEN extern ts_gstats_t _ts_stats;
+TS_HIDDEN void _ts_stat_commit(size_t bytes);
+TS_HIDDEN void _ts_stat_decommit(size_t bytes);
+TS_HIDDEN void _ts_stats_fold_heap(const ts_heap_t *heap);
+TS_HIDDEN void _ts_stats_print_exit(void);
+
+#endif

@@ -1,0 +1,451 @@
+/* Large blocks: requests above the largest class (512 KiB) get a mapping of
+ * their own, recorded in a hash table (so free can prove a pointer is one of
+ * them), and go back to a bounded cache when freed.
+ *
+ * The cache keeps up to LCACHE_SLOTS freed regions, at most
+ * TSALLOC_LARGE_CACHE_MB of them resident. A freed region joins cached
+ * neighbours; a request takes the start of the smallest region that fits
+ * (the rest stays cached), or grows the largest smaller one with mremap.
+ * Either way the pages it holds need no page faults, which is what makes
+ * programs that allocate and free 5-25 MB blocks in a loop cheap. Cached
+ * regions are purged (MADV_DONTNEED) after the purge delay, and unmapped after
+ * ten times that (at least a second). realloc of a large block is one mremap,
+ * moving if it must (large blocks need no alignment beyond the OS page,
+ * unlike segments).
+ *
+ * Invariants:
+ * - Every chunk a large block touches has _ts_segmap == TS_MAP_LARGE before
+ *   the block is handed out; the mark stays after unmapping (a segment
+ *   mapped there later overwrites it), so free of a pointer near freed large
+ *   blocks still ends in a table lookup and an invalid-pointer report.
+ * - Table stripes and the cache lock are leaves: no other lock is taken while
+ *   one is held, and nothing that may allocate is called.
+ */
+#include "core/internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define STRIPES      16
+#define LCACHE_SLOTS 32
+#define FREED_RING   64
+#define OS_PAGE      ((size_t)4096)
+
+typedef struct large_entry {
+    uintptr_t ptr; /* 0: empty slot */
+    size_t size;   /* mapping size (page multiple) */
+} large_entry_t;
+
+typedef struct stripe {
+    pthread_mutex_t lock;
+    large_entry_t *slots;
+    size_t cap, count;
+} __attribute__((aligned(64))) stripe_t;
+
+static stripe_t stripes[STRIPES] = {[0 ... STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+
+typedef struct lcache_entry {
+    uintptr_t base;
+    size_t size;
+    size_t dirty; /* bytes still resident (all or nothing per region, roughly) */
+    uint64_t freed_at;
+} lcache_entry_t;
+
+static pthread_mutex_t lcache_lock = PTHREAD_MUTEX_INITIALIZER;
+static lcache_entry_t lcache[LCACHE_SLOTS];
+static unsigned lcache_n;
+static size_t lcache_dirty;              /* sum of the entries' dirty bytes */
+static uintptr_t freed_ring[FREED_RING]; /* recent frees, to name double frees */
+static unsigned freed_pos;
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static uint64_t mix(uintptr_t p) {
+    uint64_t x = (uint64_t)p >> 12;
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    return x ^ (x >> 33);
+}
+
+static stripe_t *stripe_of(uintptr_t p) {
+    return &stripes[mix(p) >> 60];
+}
+
+static bool table_grow(stripe_t *s) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    large_entry_t *slots = _ts_os_map(cap * sizeof *slots);
+    if (!slots) return false;
+    for (size_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].ptr) continue;
+        size_t j = mix(s->slots[i].ptr) & (cap - 1);
+        while (slots[j].ptr) j = (j + 1) & (cap - 1);
+        slots[j] = s->slots[i];
+    }
+    if (s->slots) _ts_os_unmap(s->slots, s->cap * sizeof *slots);
+    s->slots = slots;
+    s->cap = cap;
+    return true;
+}
+
+/* False only when the table is full and cannot grow (the OS refused). */
+static bool table_insert(stripe_t *s, uintptr_t ptr, size_t size) {
+    if ((s->count + 1) * 2 > s->cap) table_grow(s);
+    if (s->count + 1 >= s->cap) return false;
+    size_t i = mix(ptr) & (s->cap - 1);
+    while (s->slots[i].ptr) i = (i + 1) & (s->cap - 1);
+    s->slots[i].ptr = ptr;
+    s->slots[i].size = size;
+    s->count++;
+    return true;
+}
+
+static large_entry_t *table_find(stripe_t *s, uintptr_t ptr) {
+    if (!s->cap) return NULL;
+    for (size_t i = mix(ptr) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i].ptr == ptr) return &s->slots[i];
+        if (!s->slots[i].ptr) return NULL;
+    }
+}
+
+/* Remove by shifting later members of the probe run back (no tombstones). */
+static void table_remove(stripe_t *s, large_entry_t *e) {
+    size_t mask = s->cap - 1, i = (size_t)(e - s->slots);
+    for (size_t j = (i + 1) & mask; s->slots[j].ptr; j = (j + 1) & mask) {
+        size_t home = mix(s->slots[j].ptr) & mask;
+        bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+        if (movable) {
+            s->slots[i] = s->slots[j];
+            i = j;
+        }
+    }
+    s->slots[i].ptr = 0;
+    s->slots[i].size = 0;
+    s->count--;
+}
+
+static void mark_large(uintptr_t p, size_t size) {
+    for (size_t ci = p >> TS_SEGMENT_SHIFT; ci <= (p + size - 1) >> TS_SEGMENT_SHIFT; ci++)
+        if (atomic_load_explicit(&_ts_segmap[ci], memory_order_relaxed) != TS_MAP_LARGE)
+            atomic_store_explicit(&_ts_segmap[ci], TS_MAP_LARGE, memory_order_release);
+}
+
+/* ---- the cache ------------------------------------------------------------------ */
+
+/* Split a region only when the rest is worth keeping apart. */
+static size_t split_min(size_t need) {
+    size_t m = need / 8;
+    return m > ((size_t)256 << 10) ? m : (size_t)256 << 10;
+}
+
+static void unmap_region(uintptr_t base, size_t size, size_t dirty) {
+    _ts_stat_decommit(dirty);
+    atomic_fetch_sub(&_ts_stats.dirty, dirty);
+    atomic_fetch_add(&_ts_stats.unmapped, size);
+    _ts_os_unmap((void *)base, size);
+}
+
+static void lcache_remove_at(unsigned i) {
+    lcache_entry_t *e = &lcache[i];
+    lcache_dirty -= e->dirty;
+    atomic_fetch_sub(&_ts_stats.large_cached_count, 1);
+    atomic_fetch_sub(&_ts_stats.large_cached_bytes, e->size);
+    lcache[i] = lcache[--lcache_n];
+}
+
+static void lcache_add(uintptr_t base, size_t size, size_t dirty, uint64_t when) {
+    lcache_entry_t *e = &lcache[lcache_n++];
+    e->base = base;
+    e->size = size;
+    e->dirty = dirty;
+    e->freed_at = when;
+    lcache_dirty += dirty;
+    atomic_fetch_add(&_ts_stats.large_cached_count, 1);
+    atomic_fetch_add(&_ts_stats.large_cached_bytes, size);
+}
+
+static void purge_entry(lcache_entry_t *e) {
+    _ts_os_purge((void *)e->base, e->size);
+    lcache_dirty -= e->dirty;
+    _ts_stat_decommit(e->dirty);
+    atomic_fetch_sub(&_ts_stats.dirty, e->dirty);
+    atomic_fetch_add(&_ts_stats.purged, e->dirty);
+    e->dirty = 0;
+}
+
+/* Keep a freed region for reuse, joined with cached neighbours, or give it
+ * back at once when the cache cannot hold it. */
+static void lcache_put(uintptr_t base, size_t size) {
+    size_t limit = (size_t)_ts_option(TS_OPT_LARGE_CACHE_MB) << 20;
+    atomic_fetch_add(&_ts_stats.dirty, size);
+    if (size > limit) {
+        unmap_region(base, size, size);
+        return;
+    }
+    uint64_t now = _ts_os_now_ns();
+    lcache_entry_t evict = {0};
+    pthread_mutex_lock(&lcache_lock);
+    freed_ring[freed_pos++ % FREED_RING] = base;
+    size_t dirty = size;
+    for (unsigned i = 0; i < lcache_n;) { /* neighbours: one region again */
+        lcache_entry_t *e = &lcache[i];
+        if (e->base + e->size == base || base + size == e->base) {
+            if (e->base < base) base = e->base;
+            size += e->size;
+            dirty += e->dirty;
+            lcache_remove_at(i);
+            continue;
+        }
+        i++;
+    }
+    if (lcache_n == LCACHE_SLOTS) { /* full: drop the oldest */
+        unsigned old = 0;
+        for (unsigned i = 1; i < lcache_n; i++)
+            if (lcache[i].freed_at < lcache[old].freed_at) old = i;
+        evict = lcache[old];
+        lcache_remove_at(old);
+    }
+    lcache_add(base, size, dirty, now);
+    while (lcache_dirty > limit) { /* over budget: purge the oldest resident ones */
+        int old = -1;
+        for (unsigned i = 0; i < lcache_n; i++)
+            if (lcache[i].dirty && (old < 0 || lcache[i].freed_at < lcache[old].freed_at))
+                old = (int)i;
+        if (old < 0) break;
+        purge_entry(&lcache[old]);
+    }
+    if (_ts_purge_delay_ns() == 0)
+        for (unsigned i = 0; i < lcache_n; i++)
+            if (lcache[i].dirty) purge_entry(&lcache[i]);
+    pthread_mutex_unlock(&lcache_lock);
+    if (evict.base) unmap_region(evict.base, evict.size, evict.dirty);
+    _ts_purge_schedule();
+}
+
+/* Take memory for `need` bytes: the smallest region that fits (its start;
+ * a rest worth keeping stays cached), else, when no special alignment is
+ * asked, the largest smaller region, to be grown by the caller. */
+static bool lcache_take(size_t need, size_t align, lcache_entry_t *out) {
+    pthread_mutex_lock(&lcache_lock);
+    int fit = -1, grow = -1;
+    for (unsigned i = 0; i < lcache_n; i++) {
+        lcache_entry_t *e = &lcache[i];
+        if (e->base & (align - 1)) continue;
+        if (e->size >= need) {
+            if (fit < 0 || e->size < lcache[fit].size) fit = (int)i;
+        } else if (align <= OS_PAGE && (grow < 0 || e->size > lcache[grow].size)) {
+            grow = (int)i;
+        }
+    }
+    int pick = fit >= 0 ? fit : grow;
+    if (pick >= 0) {
+        lcache_entry_t *e = &lcache[pick];
+        if (fit >= 0 && e->size - need >= split_min(need)) {
+            size_t rest = e->size - need;
+            size_t rest_dirty = (size_t)((double)e->dirty * ((double)rest / (double)e->size));
+            *out = *e;
+            out->size = need;
+            out->dirty = e->dirty - rest_dirty;
+            lcache_dirty -= out->dirty;
+            e->base += need;
+            e->size = rest;
+            e->dirty = rest_dirty;
+            atomic_fetch_sub(&_ts_stats.large_cached_bytes, need);
+        } else {
+            *out = *e;
+            lcache_remove_at((unsigned)pick);
+        }
+    }
+    pthread_mutex_unlock(&lcache_lock);
+    return pick >= 0;
+}
+
+uint64_t _ts_large_purge(uint64_t now, bool force) {
+    uint64_t delay = _ts_purge_delay_ns(), next = UINT64_MAX;
+    uint64_t keep = delay * 10 > 1000000000u ? delay * 10 : 1000000000u;
+    lcache_entry_t drop[LCACHE_SLOTS];
+    unsigned ndrop = 0;
+    pthread_mutex_lock(&lcache_lock);
+    for (unsigned i = 0; i < lcache_n;) {
+        lcache_entry_t *e = &lcache[i];
+        if (e->dirty) {
+            if (force || e->freed_at + delay <= now)
+                purge_entry(e);
+            else if (e->freed_at + delay < next)
+                next = e->freed_at + delay;
+        }
+        if (!e->dirty) {
+            if (force || e->freed_at + keep <= now) {
+                drop[ndrop++] = *e;
+                lcache_remove_at(i);
+                continue;
+            }
+            if (e->freed_at + keep < next) next = e->freed_at + keep;
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&lcache_lock);
+    for (unsigned i = 0; i < ndrop; i++) unmap_region(drop[i].base, drop[i].size, 0);
+    return next;
+}
+
+/* ---- blocks ------------------------------------------------------------------------ */
+
+void *_ts_large_alloc(size_t size, size_t align, bool zero) {
+    if (size > (size_t)PTRDIFF_MAX - TS_SEGMENT_SIZE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t need = ts_align_up(size ? size : 1, OS_PAGE);
+    if (align < OS_PAGE) align = OS_PAGE;
+    uintptr_t p = 0;
+    bool is_zero = true;
+    lcache_entry_t e;
+    if (lcache_take(need, align, &e)) {
+        atomic_fetch_add(&_ts_stats.large_cache_hits, 1);
+        /* From here the whole region counts as committed and none of it as free. */
+        _ts_stat_commit(e.size - e.dirty);
+        atomic_fetch_sub(&_ts_stats.dirty, e.dirty);
+        is_zero = e.dirty == 0;
+        if (e.size >= need) {
+            p = e.base;
+            need = e.size;
+        } else {
+            void *q = _ts_os_remap((void *)e.base, e.size, need, true);
+            if (q) {
+                _ts_stat_commit(need - e.size);
+                p = (uintptr_t)q;
+            } else { /* could not grow (e.g. it spans two mappings): map afresh */
+                _ts_stat_decommit(e.size);
+                atomic_fetch_add(&_ts_stats.unmapped, e.size);
+                _ts_os_unmap((void *)e.base, e.size);
+            }
+        }
+    }
+    if (!p) {
+        void *q = align > OS_PAGE ? _ts_os_map_aligned(need, align) : _ts_os_map(need);
+        if (!q) {
+            _ts_verbose(1, "cannot map a large block of %zu bytes", need);
+            errno = ENOMEM;
+            return NULL;
+        }
+        p = (uintptr_t)q;
+        is_zero = true;
+        _ts_stat_commit(need);
+    }
+    mark_large(p, need);
+    stripe_t *s = stripe_of(p);
+    pthread_mutex_lock(&s->lock);
+    bool ok = table_insert(s, p, need);
+    pthread_mutex_unlock(&s->lock);
+    if (!ok) {
+        _ts_stat_decommit(need);
+        _ts_os_unmap((void *)p, need);
+        errno = ENOMEM;
+        return NULL;
+    }
+    atomic_fetch_add(&_ts_stats.large_count, 1);
+    atomic_fetch_add(&_ts_stats.large_bytes, need);
+    atomic_fetch_add(&_ts_stats.large_allocs, 1);
+    if (zero && !is_zero) memset((void *)p, 0, size);
+    return (void *)p;
+}
+
+static TS_NORETURN void not_large(const void *p, const char *func) {
+    bool seen = false;
+    pthread_mutex_lock(&lcache_lock);
+    for (unsigned i = 0; i < FREED_RING; i++)
+        if (freed_ring[i] == (uintptr_t)p) seen = true;
+    pthread_mutex_unlock(&lcache_lock);
+    if (seen) _ts_double_free(func, p);
+    _ts_invalid_pointer(func, p);
+}
+
+void _ts_large_free(void *p, const char *func) {
+    stripe_t *s = stripe_of((uintptr_t)p);
+    pthread_mutex_lock(&s->lock);
+    large_entry_t *e = table_find(s, (uintptr_t)p);
+    if (!e) {
+        pthread_mutex_unlock(&s->lock);
+        not_large(p, func);
+    }
+    size_t size = e->size;
+    table_remove(s, e);
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_sub(&_ts_stats.large_count, 1);
+    atomic_fetch_sub(&_ts_stats.large_bytes, size);
+    lcache_put((uintptr_t)p, size);
+}
+
+size_t _ts_large_usable(const void *p, const char *func) {
+    stripe_t *s = stripe_of((uintptr_t)p);
+    pthread_mutex_lock(&s->lock);
+    large_entry_t *e = table_find(s, (uintptr_t)p);
+    size_t size = e ? e->size : 0;
+    pthread_mutex_unlock(&s->lock);
+    if (!e) not_large(p, func);
+    return size;
+}
+
+/* Resize in place or move with mremap. NULL with errno = ENOMEM when the OS
+ * refuses (p is then intact: the caller may still allocate, copy and free). */
+void *_ts_large_realloc(void *p, size_t size) {
+    if (size > (size_t)PTRDIFF_MAX - TS_SEGMENT_SIZE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t need = ts_align_up(size, OS_PAGE);
+    stripe_t *s = stripe_of((uintptr_t)p);
+    pthread_mutex_lock(&s->lock);
+    large_entry_t *e = table_find(s, (uintptr_t)p);
+    if (!e) {
+        pthread_mutex_unlock(&s->lock);
+        not_large(p, "realloc");
+    }
+    size_t old = e->size;
+    if (need <= old && old - need < split_min(need)) { /* fits; not worth shrinking */
+        pthread_mutex_unlock(&s->lock);
+        return p;
+    }
+    table_remove(s, e);
+    pthread_mutex_unlock(&s->lock);
+    void *q = _ts_os_remap(p, old, need, true);
+    if (!q) {
+        pthread_mutex_lock(&s->lock);
+        table_insert(s, (uintptr_t)p, old); /* there is room: it was just removed */
+        pthread_mutex_unlock(&s->lock);
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (need > old)
+        _ts_stat_commit(need - old);
+    else
+        _ts_stat_decommit(old - need);
+    mark_large((uintptr_t)q, need);
+    stripe_t *t = stripe_of((uintptr_t)q);
+    pthread_mutex_lock(&t->lock);
+    bool ok = table_insert(t, (uintptr_t)q, need);
+    pthread_mutex_unlock(&t->lock);
+    if (!ok) _ts_fatal("realloc: the large-block table is full and cannot grow");
+    atomic_fetch_add(&_ts_stats.large_bytes, need - old); /* wraps correctly when smaller */
+    atomic_fetch_add(&_ts_stats.large_remaps, 1);
+    return q;
+}
+
+/* ---- fork --------------------------------------------------------------------------- */
+
+void _ts_large_atfork_prepare(void) {
+    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
+    pthread_mutex_lock(&lcache_lock);
+}
+
+void _ts_large_atfork_parent(void) {
+    pthread_mutex_unlock(&lcache_lock);
+    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_unlock(&stripes[i].lock);
+}
+
+void _ts_large_atfork_child(void) {
+    pthread_mutex_init(&lcache_lock, NULL);
+    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_init(&stripes[i].lock, NULL);
+}

@@ -1,0 +1,111 @@
+/* Runtime options: one table, each read once from TSALLOC_<NAME> at start-up
+ * and changeable later with ts_option_set(). docs/options.md describes them.
+ *
+ * Invariants: values always lie in [min, max] (an out-of-range environment
+ * value is ignored with a verbose note); readers use relaxed atomic loads, so
+ * a change takes effect at the next slow path that reads it.
+ */
+#include "core/internal.h"
+
+#include <stdarg.h>
+#include <strings.h>
+
+#include "tsalloc.h"
+
+typedef struct ts_option_desc {
+    const char *name; /* lower case, without the TSALLOC_ prefix */
+    long long def, min, max;
+    const char *help;
+} ts_option_desc_t;
+
+static const ts_option_desc_t options[TS_OPT_COUNT] = {
+    [TS_OPT_PURGE_DELAY_MS] = {"purge_delay_ms", 100, 0, 3600 * 1000,
+                               "ms a freed page or cached region stays resident before purge"},
+    [TS_OPT_PURGE_THREAD] = {"purge_thread", 1, 0, 1,
+                             "purge from a lazily started helper thread (0: on allocator calls)"},
+    [TS_OPT_SEGMENT_CACHE] = {"segment_cache", 16, 0, 4096,
+                              "free 4 MiB segments kept mapped (purged) for reuse"},
+    [TS_OPT_LARGE_CACHE_MB] = {"large_cache_mb", 256, 0, 1 << 20,
+                               "MiB of freed large blocks kept resident for reuse"},
+    [TS_OPT_STATS] = {"stats", 0, 0, 2, "print statistics at exit (1: text, 2: JSON)"},
+    [TS_OPT_VERBOSE] = {"verbose", 0, 0, 2, "report options and OS refusals on stderr"},
+};
+
+static _Atomic long long values[TS_OPT_COUNT];
+
+void _ts_options_init(void) {
+    for (int i = 0; i < TS_OPT_COUNT; i++) {
+        const ts_option_desc_t *d = &options[i];
+        char env[64];
+        char *w = env;
+        for (const char *s = "TSALLOC_"; *s; s++) *w++ = *s;
+        for (const char *s = d->name; *s && w < env + sizeof env - 1; s++)
+            *w++ = (char)(*s >= 'a' && *s <= 'z' ? *s - 'a' + 'A' : *s);
+        *w = 0;
+        long long v = _ts_env_long(env, d->def);
+        if (v < d->min || v > d->max) v = d->def;
+        atomic_store_explicit(&values[i], v, memory_order_relaxed);
+    }
+    if (_ts_option(TS_OPT_VERBOSE)) {
+        for (int i = 0; i < TS_OPT_COUNT; i++)
+            _ts_verbose(1, "option %s = %ld", options[i].name, (long)_ts_option((enum ts_option)i));
+    }
+}
+
+long long _ts_option(enum ts_option opt) {
+    return atomic_load_explicit(&values[opt], memory_order_relaxed);
+}
+
+uint64_t _ts_purge_delay_ns(void) {
+    return (uint64_t)_ts_option(TS_OPT_PURGE_DELAY_MS) * 1000000u;
+}
+
+void _ts_verbose(int level, const char *fmt, ...) {
+    if (_ts_option(TS_OPT_VERBOSE) < level) return;
+    char buf[256];
+    int n = _ts_format(buf, sizeof buf, "tsalloc: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = _ts_vformat(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof buf - 2) len = sizeof buf - 2;
+    buf[len++] = '\n';
+    _ts_os_write_stderr(buf, len);
+}
+
+static int find_option(const char *name) {
+    if (!name) return -1;
+    if (!strncasecmp(name, "TSALLOC_", 8)) name += 8;
+    for (int i = 0; i < TS_OPT_COUNT; i++)
+        if (!strcasecmp(name, options[i].name)) return i;
+    return -1;
+}
+
+TS_EXPORT long long ts_option_get(const char *name) {
+    _ts_process_init();
+    int i = find_option(name);
+    return i < 0 ? -1 : _ts_option((enum ts_option)i);
+}
+
+TS_EXPORT bool ts_option_set(const char *name, long long value) {
+    _ts_process_init();
+    int i = find_option(name);
+    if (i < 0 || value < options[i].min || value > options[i].max) return false;
+    atomic_store_explicit(&values[i], value, memory_order_relaxed);
+    if (i == TS_OPT_PURGE_DELAY_MS) _ts_purge_schedule(); /* re-evaluate deadlines */
+    return true;
+}
+
+/* For the statistics printer and docs: name, value, default, help. */
+TS_HIDDEN int _ts_options_describe(int i, const char **name, long long *value, long long *def,
+                                   const char **help);
+int _ts_options_describe(int i, const char **name, long long *value, long long *def,
+                         const char **help) {
+    if (i < 0 || i >= TS_OPT_COUNT) return 0;
+    *name = options[i].name;
+    *value = _ts_option((enum ts_option)i);
+    *def = options[i].def;
+    *help = options[i].help;
+    return 1;
+}

@@ -1,0 +1,161 @@
+/* Delayed purging: memory freed by the program goes back to the OS
+ * (MADV_DONTNEED, so RSS shows it) TSALLOC_PURGE_DELAY_MS after it became
+ * free, whether or not the program calls the allocator again.
+ *
+ * Who purges: a helper thread, started lazily the first time something waits
+ * to be purged. It is created from _ts_purge_safe_point(), which the slow
+ * paths call after they have released every lock (pthread_create allocates
+ * through malloc), and only after the library's constructor ran (libc is then
+ * fully up). It blocks every signal, sleeps until the earliest deadline,
+ * purges what expired (free pages of every segment, cached segments, cached
+ * large regions), gives back pages of exited threads whose blocks were freed
+ * since, and exits after a second with nothing to do; the next free restarts
+ * it. With TSALLOC_PURGE_THREAD=0, or if the thread cannot be created, the
+ * same work runs on allocation slow paths instead (heap.c), about once per
+ * purge delay.
+ *
+ * It stays off the fast path: freeing a page only stores a deadline and, when
+ * the helper sleeps with nothing to do, signals it (once per idle period).
+ *
+ * Lock order: the purge mutex is a leaf.
+ */
+#include "core/internal.h"
+
+#include <signal.h>
+#include <time.h>
+
+enum { PT_STOPPED, PT_WANTED, PT_STARTING, PT_RUNNING, PT_FAILED };
+enum { SLEEP_NONE, SLEEP_TIMED, SLEEP_IDLE };
+
+static _Atomic int pt_state;
+_Atomic int _ts_purge_wanted;   /* pt_state == PT_WANTED, for the inline check */
+static _Atomic int pt_pending;  /* something was freed since the last scan */
+static _Atomic int pt_sleeping; /* SLEEP_*: it waits on pt_cond */
+static pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
+
+#define IDLE_EXIT_NS ((uint64_t)1000000000u)
+#define MIN_SLEEP_NS ((uint64_t)2000000u)
+
+uint64_t _ts_purge_run(uint64_t now, bool force) {
+    atomic_fetch_add_explicit(&_ts_stats.purge_runs, 1, memory_order_relaxed);
+    _ts_heaps_reap();
+    _ts_abandoned_reclaim(force);
+    uint64_t next = _ts_segments_purge(now, force);
+    uint64_t large = _ts_large_purge(now, force);
+    return large < next ? large : next;
+}
+
+bool _ts_purge_thread_running(void) {
+    if (!_ts_option(TS_OPT_PURGE_THREAD)) return false;
+    int s = atomic_load_explicit(&pt_state, memory_order_relaxed);
+    return s != PT_FAILED;
+}
+
+void _ts_purge_schedule(void) {
+    int was = atomic_exchange(&pt_pending, 1);
+    int s = atomic_load(&pt_state);
+    if (s == PT_STOPPED) {
+        if (_ts_option(TS_OPT_PURGE_THREAD)) {
+            int expect = PT_STOPPED;
+            if (atomic_compare_exchange_strong(&pt_state, &expect, PT_WANTED))
+                atomic_store(&_ts_purge_wanted, 1);
+        }
+    } else if (!was && s == PT_RUNNING && atomic_load(&pt_sleeping) != SLEEP_NONE) {
+        pthread_mutex_lock(&pt_mutex);
+        pthread_cond_signal(&pt_cond);
+        pthread_mutex_unlock(&pt_mutex);
+    }
+}
+
+/* Sleep until `until` (monotonic ns), or until new work arrives whose
+ * deadline (now + delay) comes first. */
+static void sleep_until(uint64_t until, int mode) {
+    pthread_mutex_lock(&pt_mutex);
+    atomic_store(&pt_sleeping, mode);
+    for (;;) {
+        uint64_t now = _ts_os_now_ns();
+        if (now >= until) break;
+        if (atomic_load(&pt_pending) && (mode == SLEEP_IDLE || now + _ts_purge_delay_ns() < until))
+            break;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        pthread_cond_clockwait(&pt_cond, &pt_mutex, CLOCK_MONOTONIC, &ts);
+    }
+    atomic_store(&pt_sleeping, SLEEP_NONE);
+    pthread_mutex_unlock(&pt_mutex);
+}
+
+static void *purge_main(void *arg) {
+    (void)arg;
+    int expect = PT_STARTING;
+    atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING);
+    uint64_t idle_since = 0;
+    for (;;) {
+        atomic_store(&pt_pending, 0);
+        uint64_t next = _ts_purge_run(_ts_os_now_ns(), false);
+        uint64_t now = _ts_os_now_ns();
+        if (next != UINT64_MAX) {
+            idle_since = 0;
+            sleep_until(next > now + MIN_SLEEP_NS ? next : now + MIN_SLEEP_NS, SLEEP_TIMED);
+            continue;
+        }
+        if (!idle_since) idle_since = now;
+        if (now - idle_since >= IDLE_EXIT_NS) {
+            atomic_store(&pt_state, PT_STOPPED);
+            if (!atomic_load(&pt_pending)) return NULL;
+            expect = PT_STOPPED; /* work arrived while stopping: stay, unless restarted */
+            if (!atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING)) return NULL;
+            idle_since = 0;
+            continue;
+        }
+        sleep_until(idle_since + IDLE_EXIT_NS, SLEEP_IDLE);
+    }
+}
+
+static void start_thread(void) {
+    if (!_ts_process_ready()) return;
+    int expect = PT_WANTED;
+    if (!atomic_compare_exchange_strong(&pt_state, &expect, PT_STARTING)) return;
+    atomic_store(&_ts_purge_wanted, 0);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 128 * 1024);
+    pthread_t thread;
+    int rc = pthread_create(&thread, &attr, purge_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        atomic_store(&pt_state, PT_FAILED);
+        _ts_verbose(1, "cannot start the purge thread (error %d): purging on allocator calls", rc);
+    } else {
+        _ts_verbose(2, "purge thread started");
+    }
+}
+
+void _ts_purge_safe_point(void) {
+    if (ts_unlikely(atomic_load_explicit(&pt_state, memory_order_relaxed) == PT_WANTED))
+        start_thread();
+}
+
+/* ---- fork ------------------------------------------------------------------------- */
+
+void _ts_purge_atfork_prepare(void) {
+    pthread_mutex_lock(&pt_mutex);
+}
+
+void _ts_purge_atfork_parent(void) {
+    pthread_mutex_unlock(&pt_mutex);
+}
+
+void _ts_purge_atfork_child(void) {
+    pthread_mutex_init(&pt_mutex, NULL);
+    pthread_cond_init(&pt_cond, NULL);
+    atomic_store(&pt_sleeping, SLEEP_NONE);
+    int s = atomic_load(&pt_state);
+    /* The helper did not survive the fork; the child's next free starts its own. */
+    if (s == PT_RUNNING || s == PT_STARTING) atomic_store(&pt_state, PT_STOPPED);
+}

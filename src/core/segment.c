@@ -1,0 +1,598 @@
+/* Segments: 4 MiB regions at 4 MiB boundaries, each divided into pages of one
+ * kind, and the process-wide lists that hold them.
+ *
+ * Where a segment can be (each has its own lock, taken one at a time):
+ * - owned by a heap: in heap->segments, and in heap->avail[kind] while it has
+ *   a free page; or kept as heap->spare (wholly free, not in those lists);
+ * - abandoned (its thread exited with blocks still live): abandoned list;
+ * - cached (wholly free, no owner): cache list, at most TSALLOC_SEGMENT_CACHE;
+ * and always in the registry (registry lock) until it is unmapped, which is how
+ * the purge thread finds the free pages to give back.
+ *
+ * Invariants:
+ * - Only the owner heap takes or returns pages of a segment; the purge thread
+ *   only turns FREE_DIRTY pages into FREE_CLEAN. Both do so under the segment
+ *   spinlock, which nobody holds while taking another lock.
+ * - _ts_segmap is set to the page shift after the segment is formatted and
+ *   cleared before it is unmapped, so any nonzero entry names mapped memory.
+ * - A segment is unmapped only after it left the registry (under the registry
+ *   lock, which the purge thread holds while it looks at segments).
+ */
+#include "core/internal.h"
+
+_Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static ts_segment_t *registry;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static ts_segment_t *cache_list;
+static size_t cache_count;
+
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static ts_segment_t *abandoned_list;
+static _Atomic size_t abandoned_count;
+static _Atomic int abandoned_dirty; /* a remote free reached an abandoned segment */
+
+/* Bytes of the header that are ever touched (the rest of its 64 KiB is not). */
+#define HEADER_TOUCHED ts_align_up(sizeof(ts_segment_t), 4096)
+
+void _ts_spin_lock_slow(_Atomic int *l) {
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (ts_spin_trylock(l)) return;
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+        _ts_os_yield();
+    }
+}
+
+/* ---- mapping --------------------------------------------------------------- */
+
+static ts_segment_t *segment_map_new(void) {
+    ts_segment_t *seg = _ts_os_map_aligned(TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+    if (!seg) {
+        _ts_verbose(1, "cannot map a segment (out of memory)");
+        return NULL;
+    }
+    seg->kind = TS_KIND_COUNT; /* not formatted yet; the rest is zero */
+    atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
+    _ts_os_name(seg, TS_SEGMENT_SIZE, "tsalloc");
+    pthread_mutex_lock(&registry_lock);
+    seg->reg_next = registry;
+    if (registry) registry->reg_prev = seg;
+    registry = seg;
+    pthread_mutex_unlock(&registry_lock);
+    atomic_fetch_add(&_ts_stats.segments, 1);
+    _ts_stat_commit(HEADER_TOUCHED);
+    return seg;
+}
+
+static void segment_unmap(ts_segment_t *seg) {
+    pthread_mutex_lock(&registry_lock);
+    if (seg->reg_prev)
+        seg->reg_prev->reg_next = seg->reg_next;
+    else
+        registry = seg->reg_next;
+    if (seg->reg_next) seg->reg_next->reg_prev = seg->reg_prev;
+    pthread_mutex_unlock(&registry_lock);
+    atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], TS_MAP_NONE,
+                          memory_order_release);
+    size_t resident = HEADER_TOUCHED;
+    uint64_t dirty = atomic_load(&seg->dirty_mask);
+    for (unsigned i = 0; i < TS_MAX_PAGES; i++)
+        if (dirty & ((uint64_t)1 << i)) resident += seg->pages[i].area;
+    _ts_stat_decommit(resident);
+    atomic_fetch_sub(&_ts_stats.dirty, resident - HEADER_TOUCHED);
+    atomic_fetch_sub(&_ts_stats.segments, 1);
+    atomic_fetch_add(&_ts_stats.unmapped, TS_SEGMENT_SIZE);
+    _ts_os_unmap(seg, TS_SEGMENT_SIZE);
+}
+
+/* ---- purging pages (segment lock held) ------------------------------------- */
+
+/* Give back the pages in `mask` (free and dirty), one call per run of
+ * neighbouring pages. */
+static void purge_pages(ts_segment_t *seg, uint64_t mask) {
+    size_t total = 0;
+    while (mask) {
+        unsigned first = (unsigned)__builtin_ctzll(mask), last = first;
+        while (last + 1 < TS_MAX_PAGES && (mask & ((uint64_t)1 << (last + 1)))) last++;
+        ts_page_t *a = &seg->pages[first], *b = &seg->pages[last];
+        size_t len = b->start + b->area - a->start;
+        _ts_os_purge((void *)a->start, len);
+        for (unsigned i = first; i <= last; i++)
+            ts_page_set_state(&seg->pages[i], TS_PAGE_FREE_CLEAN);
+        total += len;
+        uint64_t run = (last == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (last + 1)) - 1)) &
+                       ~(((uint64_t)1 << first) - 1);
+        mask &= ~run;
+    }
+    _ts_stat_decommit(total);
+    atomic_fetch_sub(&_ts_stats.dirty, total);
+    atomic_fetch_add(&_ts_stats.purged, total);
+}
+
+/* Purge the dirty pages whose delay has passed; returns the next deadline. */
+static uint64_t purge_expired(ts_segment_t *seg, uint64_t now, bool force) {
+    uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
+    uint64_t expired = 0, next = UINT64_MAX;
+    for (uint64_t m = dirty; m; m &= m - 1) {
+        unsigned i = (unsigned)__builtin_ctzll(m);
+        uint64_t at = seg->pages[i].purge_at;
+        if (force || at <= now)
+            expired |= (uint64_t)1 << i;
+        else if (at < next)
+            next = at;
+    }
+    if (expired) {
+        purge_pages(seg, expired);
+        atomic_fetch_and(&seg->dirty_mask, ~expired);
+    }
+    atomic_store_explicit(&seg->purge_at_min, next, memory_order_relaxed);
+    return next;
+}
+
+uint64_t _ts_segments_purge(uint64_t now, bool force) {
+    uint64_t next = UINT64_MAX;
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
+        if (!atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed)) continue;
+        uint64_t at = atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed);
+        if (!force && at > now) {
+            if (at < next) next = at;
+            continue;
+        }
+        if (!ts_spin_trylock(&seg->lock)) { /* its owner is taking a page: come back soon */
+            if (now + 5000000 < next) next = now + 5000000;
+            continue;
+        }
+        uint64_t n = purge_expired(seg, now, force);
+        ts_spin_unlock(&seg->lock);
+        if (n < next) next = n;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return next;
+}
+
+/* ---- formatting ----------------------------------------------------------------- */
+
+/* Lay out a wholly free segment for pages of `kind` (owner only). */
+static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
+    if (seg->kind == kind) return;
+    static const uint8_t shifts[TS_KIND_COUNT] = {TS_SHIFT_SMALL, TS_SHIFT_MEDIUM, TS_SHIFT_BIG};
+    unsigned shift = shifts[kind];
+    unsigned count = (unsigned)(TS_SEGMENT_SIZE >> shift);
+    unsigned first = kind == TS_KIND_SMALL ? 1 : 0; /* a small page 0 is the header */
+    ts_spin_lock(&seg->lock);
+    uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
+    if (dirty) purge_pages(seg, dirty); /* old layout's resident pages: give back now */
+    atomic_store_explicit(&seg->dirty_mask, 0, memory_order_relaxed);
+    atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
+    seg->kind = (uint8_t)kind;
+    seg->page_shift = (uint8_t)shift;
+    seg->first_page = (uint8_t)first;
+    seg->page_count = (uint8_t)count;
+    seg->free_mask = 0;
+    for (unsigned i = 0; i < TS_MAX_PAGES; i++) {
+        ts_page_t *page = &seg->pages[i];
+        atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+        page->index = (uint8_t)i;
+        if (i < first || i >= count) {
+            ts_page_set_state(page, TS_PAGE_HEADER);
+            page->start = 0;
+            page->area = 0;
+            atomic_store_explicit(&page->bytes, 0, memory_order_relaxed);
+            continue;
+        }
+        size_t offset = (size_t)i << shift;
+        size_t skip = offset < TS_SEGMENT_HEADER ? TS_SEGMENT_HEADER - offset : 0;
+        page->start = (uintptr_t)seg + offset + skip;
+        page->area = (uint32_t)(((size_t)1 << shift) - skip);
+        ts_page_set_state(page, TS_PAGE_FREE_CLEAN);
+        atomic_store_explicit(&page->bytes, 0, memory_order_relaxed);
+        seg->free_mask |= (uint64_t)1 << i;
+    }
+    ts_spin_unlock(&seg->lock);
+    atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], (uint8_t)shift,
+                          memory_order_release);
+}
+
+/* ---- a heap's segment lists (owner only) ---------------------------------------- */
+
+static void heap_seg_add(ts_heap_t *heap, ts_segment_t *seg) {
+    atomic_store_explicit(&seg->owner, heap, memory_order_release);
+    seg->prev = NULL;
+    seg->next = heap->segments;
+    if (heap->segments) heap->segments->prev = seg;
+    heap->segments = seg;
+}
+
+static void heap_seg_remove(ts_heap_t *heap, ts_segment_t *seg) {
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        heap->segments = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    seg->next = seg->prev = NULL;
+}
+
+static void avail_add(ts_heap_t *heap, ts_segment_t *seg) {
+    if (seg->in_avail) return;
+    ts_segment_t **head = &heap->avail[seg->kind];
+    seg->avail_prev = NULL;
+    seg->avail_next = *head;
+    if (*head) (*head)->avail_prev = seg;
+    *head = seg;
+    seg->in_avail = 1;
+}
+
+static void avail_remove(ts_heap_t *heap, ts_segment_t *seg) {
+    if (!seg->in_avail) return;
+    if (seg->avail_prev)
+        seg->avail_prev->avail_next = seg->avail_next;
+    else
+        heap->avail[seg->kind] = seg->avail_next;
+    if (seg->avail_next) seg->avail_next->avail_prev = seg->avail_prev;
+    seg->avail_next = seg->avail_prev = NULL;
+    seg->in_avail = 0;
+}
+
+/* ---- the cache of free segments ------------------------------------------------------ */
+
+static ts_segment_t *cache_pop(enum ts_kind kind) {
+    pthread_mutex_lock(&cache_lock);
+    ts_segment_t *seg = cache_list;
+    for (ts_segment_t *s = cache_list; s; s = s->next)
+        if (s->kind == kind) {
+            seg = s;
+            break;
+        }
+    if (seg) {
+        if (seg->prev)
+            seg->prev->next = seg->next;
+        else
+            cache_list = seg->next;
+        if (seg->next) seg->next->prev = seg->prev;
+        seg->next = seg->prev = NULL;
+        seg->cached = 0;
+        cache_count--;
+        atomic_fetch_sub(&_ts_stats.segments_cached, 1);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return seg;
+}
+
+void _ts_segment_release(ts_segment_t *seg) {
+    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
+    size_t limit = (size_t)_ts_option(TS_OPT_SEGMENT_CACHE);
+    pthread_mutex_lock(&cache_lock);
+    if (cache_count < limit) {
+        seg->prev = NULL;
+        seg->next = cache_list;
+        if (cache_list) cache_list->prev = seg;
+        cache_list = seg;
+        seg->cached = 1;
+        seg->cached_at = _ts_os_now_ns();
+        cache_count++;
+        pthread_mutex_unlock(&cache_lock);
+        atomic_fetch_add(&_ts_stats.segments_cached, 1);
+        return;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    segment_unmap(seg);
+}
+
+/* Unmap every cached segment (malloc_trim). Returns the bytes unmapped. */
+size_t _ts_segment_cache_trim(void) {
+    pthread_mutex_lock(&cache_lock);
+    ts_segment_t *list = cache_list;
+    cache_list = NULL;
+    atomic_fetch_sub(&_ts_stats.segments_cached, cache_count);
+    cache_count = 0;
+    pthread_mutex_unlock(&cache_lock);
+    size_t n = 0;
+    while (list) {
+        ts_segment_t *next = list->next;
+        segment_unmap(list);
+        n += TS_SEGMENT_SIZE;
+        list = next;
+    }
+    return n;
+}
+
+/* ---- abandoned segments ---------------------------------------------------------------- */
+
+void _ts_segment_abandon(ts_segment_t *seg) {
+    atomic_store_explicit(&seg->owner, NULL, memory_order_release);
+    pthread_mutex_lock(&abandoned_lock);
+    seg->prev = NULL;
+    seg->next = abandoned_list;
+    if (abandoned_list) abandoned_list->prev = seg;
+    abandoned_list = seg;
+    atomic_fetch_add(&abandoned_count, 1);
+    pthread_mutex_unlock(&abandoned_lock);
+    atomic_fetch_add(&_ts_stats.segments_abandoned, 1);
+}
+
+static ts_segment_t *abandoned_pop(void) {
+    if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return NULL;
+    pthread_mutex_lock(&abandoned_lock);
+    ts_segment_t *seg = abandoned_list;
+    if (seg) {
+        abandoned_list = seg->next;
+        if (abandoned_list) abandoned_list->prev = NULL;
+        seg->next = NULL;
+        atomic_fetch_sub(&abandoned_count, 1);
+        atomic_fetch_sub(&_ts_stats.segments_abandoned, 1);
+    }
+    pthread_mutex_unlock(&abandoned_lock);
+    return seg;
+}
+
+void _ts_abandoned_note_free(void) {
+    if (!atomic_exchange(&abandoned_dirty, 1)) _ts_purge_schedule();
+}
+
+/* Reset a page whose blocks have all come back, and return it to its segment
+ * (no owner heap involved: abandoned segments only). */
+static void page_reclaim(ts_segment_t *seg, ts_page_t *page) {
+    atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
+    page->free = NULL;
+    page->used = 0;
+    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+    (void)seg;
+    _ts_segment_page_free(NULL, page);
+    atomic_fetch_add(&_ts_stats.reclaimed_pages, 1);
+}
+
+/* Give back the pages of dead threads whose blocks were all freed since. */
+uint64_t _ts_abandoned_reclaim(bool force) {
+    if (!atomic_exchange(&abandoned_dirty, 0) && !force) return UINT64_MAX;
+    pthread_mutex_lock(&abandoned_lock);
+    ts_segment_t *list = abandoned_list;
+    abandoned_list = NULL;
+    size_t n = atomic_exchange(&abandoned_count, 0);
+    pthread_mutex_unlock(&abandoned_lock);
+    atomic_fetch_sub(&_ts_stats.segments_abandoned, n);
+    ts_segment_t *keep = NULL, *keep_tail = NULL;
+    size_t kept = 0;
+    while (list) {
+        ts_segment_t *seg = list;
+        list = seg->next;
+        for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+            ts_page_t *page = &seg->pages[i];
+            if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
+            uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
+            if (ts_tf_count(w) == page->used) page_reclaim(seg, page);
+        }
+        if (seg->used_pages == 0) {
+            _ts_segment_release(seg);
+            continue;
+        }
+        seg->prev = keep_tail;
+        seg->next = NULL;
+        if (keep_tail)
+            keep_tail->next = seg;
+        else
+            keep = seg;
+        keep_tail = seg;
+        kept++;
+    }
+    if (keep) {
+        pthread_mutex_lock(&abandoned_lock);
+        keep_tail->next = abandoned_list;
+        if (abandoned_list) abandoned_list->prev = keep_tail;
+        abandoned_list = keep;
+        atomic_fetch_add(&abandoned_count, kept);
+        pthread_mutex_unlock(&abandoned_lock);
+        atomic_fetch_add(&_ts_stats.segments_abandoned, kept);
+    }
+    return UINT64_MAX;
+}
+
+/* Take over a segment whose thread exited (the segment is ours alone: it was
+ * popped from the abandoned list). Its live pages join this heap's queues. */
+static void heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
+    heap_seg_add(heap, seg);
+    uint64_t empty = 0;
+    for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+        ts_page_t *page = &seg->pages[i];
+        if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
+        page->pinned = 0;
+        page->in_full = 0;
+        page->next = page->prev = NULL;
+        atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
+        uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
+        if (ts_tf_count(w) == page->used)
+            empty |= (uint64_t)1 << i;
+        else
+            _ts_queue_push_back(heap, page);
+    }
+    if (seg->free_mask) avail_add(heap, seg);
+    heap->adopted++;
+    atomic_fetch_add(&_ts_stats.adopted, 1);
+    /* Pages whose blocks all came back: return them (the last may release the
+     * whole segment, so nothing of `seg` is touched after the loop). */
+    while (empty) {
+        unsigned i = (unsigned)__builtin_ctzll(empty);
+        empty &= empty - 1;
+        ts_page_t *page = &seg->pages[i];
+        atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
+        page->free = NULL;
+        page->used = 0;
+        atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+        _ts_segment_page_free(heap, page);
+    }
+}
+
+void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
+    heap_adopt(heap, seg);
+}
+
+/* ---- pages --------------------------------------------------------------------------- */
+
+/* Take a free page from a segment of this heap (owner only). Prefers pages
+ * that are still resident, so reuse costs no page faults. */
+static ts_page_t *segment_take_page(ts_segment_t *seg) {
+    ts_spin_lock(&seg->lock);
+    uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
+    uint64_t pick = seg->free_mask & dirty ? seg->free_mask & dirty : seg->free_mask;
+    unsigned i = (unsigned)__builtin_ctzll(pick);
+    uint64_t bit = (uint64_t)1 << i;
+    seg->free_mask &= ~bit;
+    bool was_dirty = (dirty & bit) != 0;
+    if (was_dirty) atomic_fetch_and(&seg->dirty_mask, ~bit);
+    ts_page_t *page = &seg->pages[i];
+    ts_page_set_state(page, TS_PAGE_IN_USE);
+    seg->used_pages++;
+    ts_spin_unlock(&seg->lock);
+    if (was_dirty)
+        atomic_fetch_sub(&_ts_stats.dirty, page->area);
+    else
+        _ts_stat_commit(page->area);
+    atomic_fetch_add(&_ts_stats.pages[seg->kind], 1);
+    return page;
+}
+
+ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_adopt,
+                                  bool *adopted) {
+    *adopted = false;
+    for (;;) {
+        ts_segment_t *seg = heap->avail[kind];
+        if (seg) {
+            ts_page_t *page = segment_take_page(seg);
+            if (!seg->free_mask) avail_remove(heap, seg);
+            return page;
+        }
+        if (may_adopt && (seg = abandoned_pop()) != NULL) {
+            heap_adopt(heap, seg);
+            *adopted = true;
+            return NULL; /* the caller looks at its queues again */
+        }
+        if (heap->spare) {
+            seg = heap->spare;
+            heap->spare = NULL;
+        } else {
+            seg = cache_pop(kind);
+            if (!seg) seg = segment_map_new();
+            if (!seg) return NULL;
+        }
+        segment_format(seg, kind);
+        heap_seg_add(heap, seg);
+        avail_add(heap, seg);
+    }
+}
+
+void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
+    ts_segment_t *seg = ts_segment_of((void *)page);
+    uint64_t delay = _ts_purge_delay_ns();
+    uint64_t at = _ts_os_now_ns() + delay;
+    uint64_t bit = (uint64_t)1 << page->index;
+    ts_spin_lock(&seg->lock);
+    ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
+    page->purge_at = at;
+    seg->free_mask |= bit;
+    seg->used_pages--;
+    unsigned used_pages = seg->used_pages;
+    atomic_fetch_add(&_ts_stats.dirty, page->area);
+    if (delay == 0) {
+        purge_pages(seg, bit);
+    } else {
+        atomic_fetch_or(&seg->dirty_mask, bit);
+        if (at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
+            atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+    }
+    ts_spin_unlock(&seg->lock);
+    atomic_fetch_sub(&_ts_stats.pages[seg->kind], 1);
+    if (heap) {
+        if (used_pages == 0) {
+            avail_remove(heap, seg);
+            heap_seg_remove(heap, seg);
+            if (!heap->spare && heap->state == TS_HEAP_ACTIVE)
+                heap->spare = seg;
+            else
+                _ts_segment_release(seg);
+        } else {
+            avail_add(heap, seg);
+        }
+    }
+    if (delay) _ts_purge_schedule();
+}
+
+/* Hand every segment of a dying heap on: wholly free ones to the cache, the
+ * others to the abandoned list. */
+void _ts_heap_release_segments(ts_heap_t *heap) {
+    ts_segment_t *seg;
+    while ((seg = heap->segments) != NULL) {
+        avail_remove(heap, seg);
+        heap_seg_remove(heap, seg);
+        if (seg->used_pages == 0)
+            _ts_segment_release(seg);
+        else
+            _ts_segment_abandon(seg);
+    }
+    if (heap->spare) {
+        _ts_segment_release(heap->spare);
+        heap->spare = NULL;
+    }
+}
+
+/* ---- fork ------------------------------------------------------------------------------- */
+
+void _ts_segments_atfork_prepare(void) {
+    pthread_mutex_lock(&abandoned_lock);
+    pthread_mutex_lock(&cache_lock);
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_lock(&seg->lock);
+}
+
+void _ts_segments_atfork_parent(void) {
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_unlock(&seg->lock);
+    pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_unlock(&abandoned_lock);
+}
+
+void _ts_segments_atfork_child(void) {
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next)
+        atomic_store_explicit(&seg->lock, 0, memory_order_relaxed);
+    pthread_mutex_init(&registry_lock, NULL);
+    pthread_mutex_init(&cache_lock, NULL);
+    pthread_mutex_init(&abandoned_lock, NULL);
+}
+
+/* For statistics: live blocks per class, counted from the pages in use
+ * (racy reads: a snapshot). Blocks waiting in a freeing thread's batch still
+ * count as live. */
+void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]) {
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
+        for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+            const ts_page_t *page = &seg->pages[i];
+            if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
+            uint32_t used = *(const volatile uint32_t *)&page->used;
+            uint32_t pending =
+                ts_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
+            uint32_t pinned = *(const volatile uint8_t *)&page->pinned;
+            if (used > pending + pinned && page->cls < TS_CLASS_COUNT)
+                live[page->cls] += used - pending - pinned;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* For statistics: segments by state (registry walk). */
+void _ts_segments_count(size_t *total, size_t *owned) {
+    size_t t = 0, o = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
+        t++;
+        if (atomic_load_explicit(&seg->owner, memory_order_relaxed)) o++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    *total = t;
+    *owned = o;
+}

@@ -1,0 +1,23 @@
+# Stress tests of the fast allocator (docs/core.md). They link libtsalloc.a,
+# which replaces malloc in the test program; core_stress also runs against
+# libtsalloc.so under LD_PRELOAD.
+if(TARGET tsalloc-tsalloc-static)
+  foreach(area threads fork rss prodcons)
+    ts_test(core_${area} SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_${area}.c
+            LIBS tsalloc-tsalloc-static TIMEOUT 90)
+  endforeach()
+  ts_test(core_stress SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_stress.c
+          LIBS tsalloc-tsalloc-static ARGS 4 5 15000 TIMEOUT 120)
+  target_compile_definitions(core_stress PRIVATE CORE_STRESS_INTERNAL)
+  # Purging right away (no delay) and without the helper thread: the other
+  # paths through the same code.
+  ts_test(core_stress_nodelay SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_stress.c
+          LIBS tsalloc-tsalloc-static ARGS 3 3 12000 TIMEOUT 120
+          ENV TSALLOC_PURGE_DELAY_MS=0 TSALLOC_PURGE_THREAD=0 TSALLOC_SEGMENT_CACHE=0)
+  target_compile_definitions(core_stress_nodelay PRIVATE CORE_STRESS_INTERNAL)
+
+  add_executable(core_stress_dyn ${CMAKE_CURRENT_LIST_DIR}/core_stress.c)
+  target_include_directories(core_stress_dyn PRIVATE ${TS_TEST_SUPPORT})
+  target_link_libraries(core_stress_dyn PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  ts_preload_test(core_stress_preload core_stress_dyn ARGS 4 3 12000 DESIGNS tsalloc TIMEOUT 120)
+endif()

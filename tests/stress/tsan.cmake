@@ -1,0 +1,27 @@
+# ThreadSanitizer over the fast allocator's own code (not possible through
+# LD_PRELOAD: TSan must own malloc). Skipped when the compiler cannot build
+# and run a -fsanitize=thread program.
+if(TARGET tsd_core)
+  include(CheckCSourceRuns)
+  set(CMAKE_REQUIRED_FLAGS -fsanitize=thread)
+  set(CMAKE_REQUIRED_LINK_OPTIONS -fsanitize=thread)
+  check_c_source_runs("int main(void) { return 0; }" TS_HAVE_TSAN)
+  unset(CMAKE_REQUIRED_FLAGS)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+  if(TS_HAVE_TSAN)
+    get_target_property(_core_srcs tsd_core SOURCES)
+    get_target_property(_platform_srcs ts_platform SOURCES)
+    list(TRANSFORM _platform_srcs PREPEND ${PROJECT_SOURCE_DIR}/)
+    add_executable(core_tsan ${CMAKE_CURRENT_LIST_DIR}/core_tsan.c ${_core_srcs} ${_platform_srcs})
+    target_include_directories(core_tsan PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOURCE_DIR}/src
+                                                 ${PROJECT_SOURCE_DIR}/include)
+    target_compile_options(core_tsan PRIVATE -fsanitize=thread -O1 -g ${TS_LIB_C_FLAGS})
+    target_link_options(core_tsan PRIVATE -fsanitize=thread)
+    target_link_libraries(core_tsan PRIVATE Threads::Threads)
+    add_test(NAME core_tsan COMMAND core_tsan 4 3 15000)
+    set_tests_properties(core_tsan PROPERTIES TIMEOUT 300
+      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
+  else()
+    message(STATUS "ThreadSanitizer unavailable: core_tsan test skipped")
+  endif()
+endif()

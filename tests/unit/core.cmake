@@ -1,0 +1,12 @@
+# Unit tests of the fast allocator (docs/core.md). Each links libtsalloc.a,
+# which replaces malloc in the test program, and may look at its internals
+# (src/core/internal.h).
+if(TARGET tsalloc-tsalloc-static)
+  foreach(area sizeclass pages api oom)
+    ts_test(core_${area} SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_${area}.c
+            LIBS tsalloc-tsalloc-static TIMEOUT 60)
+  endforeach()
+  # A long purge delay: the large-block loop must find its regions resident.
+  ts_test(core_large SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_large.c
+          LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_PURGE_DELAY_MS=10000)
+endif()

@@ -1,0 +1,128 @@
+/* Large blocks (above 512 KiB): own mappings, realloc by mremap, a bounded
+ * cache of freed regions, calloc zeroing, and no page-fault storm when a
+ * program allocates and frees 5-25 MB blocks in a loop.
+ * Run with TSALLOC_PURGE_DELAY_MS large enough that the loop's regions are
+ * not purged between iterations (see core.cmake).
+ */
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "check.h"
+#include "core/internal.h"
+
+#define MB ((size_t)1 << 20)
+
+static long minor_faults(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+/* Fill one byte per OS page plus both ends; check the same. */
+static void touch(unsigned char *p, size_t n, unsigned char v) {
+    for (size_t i = 0; i < n; i += 4096) p[i] = (unsigned char)(v + i / 4096);
+    p[n - 1] = v;
+}
+static int touched(const unsigned char *p, size_t n, unsigned char v) {
+    for (size_t i = 0; i < n; i += 4096)
+        if (p[i] != (unsigned char)(v + i / 4096)) return 0;
+    return p[n - 1] == v;
+}
+
+static void test_basic(void) {
+    uint64_t rng = 3;
+    for (int i = 0; i < 50; i++) {
+        size_t n = ts_rand_range(&rng, 512 * 1024 + 1, 32 * MB);
+        unsigned char *p = malloc(n);
+        CHECK(p != NULL && (uintptr_t)p % 4096 == 0);
+        /* a cached region may be a little bigger than asked (not worth splitting) */
+        size_t slack = n / 8 > (256u << 10) ? n / 8 : (256u << 10);
+        CHECK(malloc_usable_size(p) >= n && malloc_usable_size(p) < n + slack + 4096);
+        CHECK(_ts_segmap[(uintptr_t)p >> TS_SEGMENT_SHIFT] == TS_MAP_LARGE);
+        touch(p, n, (unsigned char)i);
+        CHECK(touched(p, n, (unsigned char)i));
+        free(p);
+    }
+}
+
+static void test_realloc(void) {
+    size_t n = 600 * 1024;
+    unsigned char *p = malloc(n);
+    touch(p, n, 9);
+    size_t remaps = atomic_load(&_ts_stats.large_remaps);
+    for (int i = 0; i < 6; i++) { /* grow: mremap, in place or moved, contents kept */
+        size_t m = n * 2;
+        p = realloc(p, m);
+        CHECK(p != NULL && touched(p, n, 9));
+        touch(p, m, 9);
+        n = m;
+    }
+    CHECK(atomic_load(&_ts_stats.large_remaps) >= remaps + 6);
+    p = realloc(p, 3 * MB); /* shrink in place */
+    CHECK(p != NULL && malloc_usable_size(p) == 3 * MB);
+    for (size_t i = 0; i < 3 * MB; i += 4096) CHECK(p[i] == (unsigned char)(9 + i / 4096));
+    p = realloc(p, 1000); /* into a class block */
+    CHECK(p != NULL && p[0] == 9 && malloc_usable_size(p) < 2048);
+    free(p);
+}
+
+static void test_calloc_reuse(void) {
+    for (int i = 0; i < 20; i++) {
+        unsigned char *p = malloc(4 * MB);
+        memset(p, 0xff, 4 * MB);
+        free(p); /* now a dirty region in the cache */
+        unsigned char *q = calloc(1, 4 * MB);
+        CHECK(q != NULL);
+        for (size_t k = 0; k < 4 * MB; k += 512) CHECK_MSG(q[k] == 0, "calloc byte %zu", k);
+        free(q);
+    }
+}
+
+/* The lecture-style large loop: with the cache, faults stay near one pass. */
+static void test_no_fault_storm(void) {
+    size_t sizes[] = {5 * MB, 25 * MB, 12 * MB, 7 * MB, 20 * MB};
+    size_t hits = atomic_load(&_ts_stats.large_cache_hits);
+    long f0 = minor_faults();
+    for (int i = 0; i < 60; i++) {
+        size_t n = sizes[i % 5];
+        unsigned char *p = malloc(n);
+        CHECK(p != NULL);
+        for (size_t k = 0; k < n; k += 4096) p[k] = (unsigned char)k;
+        free(p);
+    }
+    long faults = minor_faults() - f0;
+    long one_pass = (long)((25 * MB) / 4096);
+    CHECK_MSG(faults < 3 * one_pass, "%ld page faults for 60 blocks (one 25 MB pass: %ld)", faults,
+              one_pass);
+    CHECK(atomic_load(&_ts_stats.large_cache_hits) >= hits + 50);
+    printf("60 blocks of 5-25 MB: %ld page faults\n", faults);
+}
+
+static void test_many_live(void) {
+    enum { N = 300 };
+    unsigned char *p[N];
+    for (int i = 0; i < N; i++) {
+        size_t n = 520 * 1024 + (size_t)i * 4096;
+        p[i] = malloc(n);
+        CHECK(p[i] != NULL);
+        touch(p[i], n, (unsigned char)i);
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK(touched(p[i], 520 * 1024 + (size_t)i * 4096, (unsigned char)i));
+        free(p[i]);
+    }
+}
+
+int main(void) {
+    test_basic();
+    test_realloc();
+    test_calloc_reuse();
+    test_no_fault_storm();
+    test_many_live();
+    printf("ok\n");
+    return 0;
+}

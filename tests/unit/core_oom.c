@@ -1,0 +1,109 @@
+/* Out of memory: when the OS refuses (the OS layer's failure hook), every
+ * allocation path returns NULL with errno = ENOMEM, nothing crashes, live
+ * blocks stay intact, and once the OS gives memory again everything works.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "os/os.h"
+
+#define MB   ((size_t)1 << 20)
+#define MAXB 200000
+static void *blocks[MAXB];
+static size_t nb;
+
+static pthread_barrier_t ready, go;
+static void *thread_first_malloc(void *arg) {
+    (void)arg;
+    pthread_barrier_wait(&ready);
+    pthread_barrier_wait(&go); /* the OS refuses from here on */
+    errno = 0;
+    void *p = malloc(100);
+    return p ? p : (void *)(intptr_t)(errno == ENOMEM ? 1 : 2);
+}
+
+int main(void) {
+    free(malloc(1));
+    /* A thread created now (pthread_create itself allocates), that makes its
+     * first allocation once the OS refuses. */
+    pthread_barrier_init(&ready, NULL, 2);
+    pthread_barrier_init(&go, NULL, 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_first_malloc, NULL) == 0);
+    pthread_barrier_wait(&ready);
+    malloc_trim(0); /* no cached memory: new memory must come from the OS */
+
+    _ts_os_test_fail(TS_OS_FAIL_MMAP, 0, -1);
+    errno = 0;
+    CHECK(malloc(8 * MB) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(calloc(1, 8 * MB) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(aligned_alloc(MB, 2 * MB) == NULL && errno == ENOMEM);
+    void *p = NULL;
+    CHECK(posix_memalign(&p, MB, 2 * MB) == ENOMEM && p == NULL);
+
+    /* Small blocks until the segments in hand are used up. */
+    for (nb = 0; nb < MAXB; nb++) {
+        errno = 0;
+        blocks[nb] = malloc(4000);
+        if (!blocks[nb]) break;
+        ts_fill(blocks[nb], 4000, nb);
+    }
+    CHECK_MSG(nb < MAXB && errno == ENOMEM, "%zu blocks, errno %d", nb, errno);
+    errno = 0;
+    CHECK(malloc(4000) == NULL && errno == ENOMEM); /* and again: still consistent */
+
+    /* The new thread's first allocation. */
+    void *r = NULL;
+    pthread_barrier_wait(&go);
+    CHECK(pthread_join(t, &r) == 0);
+    CHECK_MSG(r == (void *)1 || (uintptr_t)r > 4096, "thread's first malloc: %p", r);
+    if ((uintptr_t)r > 4096) free(r);
+
+    /* realloc of a large block when mremap fails: NULL, block untouched. */
+    _ts_os_test_fail(0, 0, 0);
+    unsigned char *big = malloc(3 * MB);
+    CHECK(big != NULL);
+    memset(big, 0x3c, 3 * MB);
+    _ts_os_test_fail(TS_OS_FAIL_REMAP | TS_OS_FAIL_MMAP, 0, -1);
+    errno = 0;
+    CHECK(realloc(big, 64 * MB) == NULL && errno == ENOMEM);
+    for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(big[i] == 0x3c);
+
+    /* Intermittent refusals: some succeed, none crash. */
+    _ts_os_test_fail(TS_OS_FAIL_MMAP | TS_OS_FAIL_REMAP, 2, 3);
+    void *mix[40];
+    int ok = 0;
+    for (int i = 0; i < 40; i++) {
+        mix[i] = malloc(i % 2 ? (size_t)(i + 1) * MB : (size_t)(i + 1) * 5000);
+        ok += mix[i] != NULL;
+    }
+    CHECK(ok > 0 && ok < 40);
+    CHECK(_ts_os_test_failures() > 0);
+
+    /* The OS is generous again: all old blocks intact, new ones work. */
+    _ts_os_test_fail(0, 0, 0);
+    for (size_t i = 0; i < nb; i++) {
+        CHECK_MSG(ts_verify(blocks[i], 4000, i), "block %zu", i);
+        free(blocks[i]);
+    }
+    for (int i = 0; i < 40; i++) free(mix[i]);
+    big = realloc(big, 64 * MB);
+    CHECK(big != NULL && big[0] == 0x3c && big[3 * MB - 1000] == 0x3c);
+    free(big);
+    for (int i = 0; i < 1000; i++) {
+        void *q = malloc((size_t)i * 1000 + 1);
+        CHECK(q != NULL);
+        free(q);
+    }
+    printf("ok: %zu blocks before the OS refused; %d of 40 mixed requests succeeded\n", nb, ok);
+    return 0;
+}

@@ -1,0 +1,251 @@
+/* Page and segment bookkeeping of the fast allocator (through its internals).
+ * Each check runs in a fresh thread, so it starts from an empty heap.
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/internal.h"
+
+static size_t pages_in_use(void) {
+    size_t n = 0;
+    for (int k = 0; k < TS_KIND_COUNT; k++) n += atomic_load(&_ts_stats.pages[k]);
+    return n;
+}
+
+static ts_page_t *page_of(void *p) {
+    ts_page_t *page = NULL;
+    CHECK(_ts_locate(p, &page) == TS_PTR_BLOCK);
+    return page;
+}
+
+static void run(void *(*fn)(void *)) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fn, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
+/* A fresh page hands out consecutive blocks; used counts them (+1 while head). */
+static void *one_page(void *arg) {
+    (void)arg;
+    void *p[100];
+    for (int i = 0; i < 100; i++) p[i] = malloc(40);
+    ts_page_t *page = page_of(p[0]);
+    CHECK_EQ(page->block_size, 48);
+    CHECK_EQ(page->cls, ts_class_of(40));
+    CHECK(page->pinned);
+    CHECK_EQ(page->used, 100 + 1);
+    CHECK_EQ(ts_page_owner(page), (uintptr_t)_ts_tls_heap);
+    CHECK_EQ(page->state, TS_PAGE_IN_USE);
+    for (int i = 0; i < 100; i++) {
+        CHECK(page_of(p[i]) == page);
+        CHECK_EQ((uintptr_t)p[i], page->start + (uintptr_t)i * 48);
+        CHECK_EQ(malloc_usable_size(p[i]), 48);
+    }
+    for (int i = 0; i < 100; i++) free(p[i]);
+    CHECK_EQ(page->used, 1); /* the pinned head stays, empty */
+    void *q = malloc(33);
+    CHECK(page_of(q) == page); /* ... and serves the next request */
+    free(q);
+    return NULL;
+}
+
+/* The segment map names each kind of memory. */
+static void *segment_map(void *arg) {
+    (void)arg;
+    struct {
+        size_t size;
+        unsigned expect;
+    } cases[] = {{1, TS_SHIFT_SMALL},      {8192, TS_SHIFT_SMALL},  {8193, TS_SHIFT_MEDIUM},
+                 {65536, TS_SHIFT_MEDIUM}, {65537, TS_SHIFT_BIG},   {524288, TS_SHIFT_BIG},
+                 {524289, TS_MAP_LARGE},   {20 << 20, TS_MAP_LARGE}};
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *p = malloc(cases[i].size);
+        CHECK(p != NULL);
+        CHECK_MSG(_ts_segmap[(uintptr_t)p >> TS_SEGMENT_SHIFT] == cases[i].expect,
+                  "malloc(%zu): map %u", cases[i].size,
+                  _ts_segmap[(uintptr_t)p >> TS_SEGMENT_SHIFT]);
+        if (cases[i].expect != TS_MAP_LARGE) {
+            ts_segment_t *seg = ts_segment_of(p);
+            CHECK_EQ(seg->page_shift, cases[i].expect);
+            CHECK(ts_segment_of(p) == seg && (uintptr_t)seg % TS_SEGMENT_SIZE == 0);
+            CHECK((uintptr_t)p >= (uintptr_t)seg + TS_SEGMENT_HEADER);
+            CHECK(atomic_load(&seg->owner) == _ts_tls_heap);
+        }
+        memset(p, 1, cases[i].size);
+        free(p);
+    }
+    int local = 0;
+    CHECK_EQ(_ts_segmap[(uintptr_t)&local >> TS_SEGMENT_SHIFT], TS_MAP_NONE);
+    return NULL;
+}
+
+/* Pages that empty go back to their segment at once, except the head. */
+static void *retire(void *arg) {
+    (void)arg;
+    size_t before = pages_in_use();
+    enum { N = 64 * 12 };
+    void **p = malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++) p[i] = malloc(1000); /* 1024-byte class: 64 per page */
+    CHECK_MSG(pages_in_use() >= before + 12, "pages %zu -> %zu", before, pages_in_use());
+    for (int i = 0; i < N; i++) free(p[i]);
+    free(p);
+    CHECK_MSG(pages_in_use() <= before + 2, "pages after frees: %zu -> %zu", before,
+              pages_in_use());
+    return NULL;
+}
+
+/* A loop over one block of rotating sizes (the lecture's first program) keeps
+ * its pages: no page is retired and re-made on the way. */
+static void *hysteresis(void *arg) {
+    (void)arg;
+    ts_page_t *seen[64] = {0};
+    size_t warm = 0;
+    size_t dirty = 0;
+    for (long i = 0; i < 64 * 2000; i++) {
+        size_t n = 8 * (size_t)((i % 64) + 1);
+        void *p = malloc(n);
+        ts_page_t *page = page_of(p);
+        if (!seen[i % 64]) seen[i % 64] = page;
+        CHECK_MSG(seen[i % 64] == page, "size %zu moved to another page", n);
+        free(p);
+        if (i == 63) warm = pages_in_use(), dirty = atomic_load(&_ts_stats.pages[TS_KIND_SMALL]);
+    }
+    /* Once every size has its page, nothing is retired or made again. */
+    CHECK_EQ(pages_in_use(), warm);
+    CHECK_EQ(atomic_load(&_ts_stats.pages[TS_KIND_SMALL]), dirty);
+    return NULL;
+}
+
+/* The same for medium sizes (pinned heads), and for a big-page size, whose
+ * empty page is kept aside by the heap and taken back by the next request. */
+static void *hysteresis_larger(void *arg) {
+    (void)arg;
+    size_t medium[] = {9000, 20000, 33000, 50000, 65536};
+    ts_page_t *seen[5] = {0};
+    size_t warm = 0;
+    for (long i = 0; i < 5 * 400; i++) {
+        void *p = malloc(medium[i % 5]);
+        ts_page_t *page = page_of(p);
+        if (!seen[i % 5]) seen[i % 5] = page;
+        CHECK_MSG(seen[i % 5] == page, "size %zu moved to another page", medium[i % 5]);
+        free(p);
+        if (i == 4) warm = pages_in_use();
+    }
+    CHECK_EQ(pages_in_use(), warm);
+    ts_page_t *big = NULL;
+    for (int i = 0; i < 1000; i++) {
+        void *p = malloc(100000);
+        if (!big) big = page_of(p);
+        CHECK_MSG(page_of(p) == big, "a loop over one big block changed pages at %d", i);
+        free(p);
+    }
+    CHECK(big->cached && _ts_tls_heap->empty_big == big);
+    void *q = malloc(300000); /* another big class: the kept page is re-made for it */
+    CHECK(page_of(q) == big && big->block_size >= 300000 && !big->cached);
+    free(q);
+    return NULL;
+}
+
+/* A page in the full list comes back when another thread frees its blocks. */
+static void *blocks[200];
+static int nblocks;
+static void *fill_page(void *arg) {
+    (void)arg;
+    nblocks = 0;
+    ts_page_t *first = NULL;
+    for (;;) {
+        void *p = malloc(1000);
+        if (!first) first = page_of(p);
+        blocks[nblocks++] = p;
+        if (page_of(p) != first) break; /* the first page went to the full list */
+    }
+    CHECK(first->in_full && (ts_page_owner(first) & TS_OWNER_FULL));
+    return first;
+}
+static ts_page_t *full_page;
+static pthread_barrier_t barrier;
+static void *full_then_back(void *arg) {
+    (void)arg;
+    full_page = fill_page(NULL);
+    size_t pages = pages_in_use();
+    pthread_barrier_wait(&barrier); /* main frees the full page's blocks */
+    pthread_barrier_wait(&barrier);
+    int back = 0;
+    void *more[200];
+    for (int i = 0; i < 130; i++) {
+        more[i] = malloc(1000);
+        if (page_of(more[i]) == full_page) back++;
+    }
+    CHECK_MSG(back >= 60, "only %d blocks came from the page that was full", back);
+    CHECK_MSG(pages_in_use() <= pages + 1, "pages grew: %zu -> %zu", pages, pages_in_use());
+    for (int i = 0; i < 130; i++) free(more[i]);
+    free(blocks[nblocks - 1]);
+    return NULL;
+}
+static void test_full_list(void) {
+    pthread_barrier_init(&barrier, NULL, 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, full_then_back, NULL) == 0);
+    pthread_barrier_wait(&barrier);
+    for (int i = 0; i < nblocks - 1; i++) free(blocks[i]); /* remote frees */
+    malloc_trim(0); /* pushes main's batches of remote frees */
+    pthread_barrier_wait(&barrier);
+    CHECK(pthread_join(t, NULL) == 0);
+    pthread_barrier_destroy(&barrier);
+}
+
+/* Aligned requests: every power of two up to 1 MiB, small and large sizes. */
+static void *aligned(void *arg) {
+    (void)arg;
+    size_t sizes[] = {0, 1, 15, 100, 1000, 5000, 70000, 300000, 600000};
+    for (size_t align = 32; align <= ((size_t)1 << 20); align *= 2) {
+        for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            void *p = aligned_alloc(align, sizes[i]);
+            CHECK_MSG(p != NULL && (uintptr_t)p % align == 0, "aligned_alloc(%zu, %zu) = %p", align,
+                      sizes[i], p);
+            CHECK(malloc_usable_size(p) >= sizes[i]);
+            memset(p, 7, sizes[i]);
+            free(p);
+        }
+    }
+    return NULL;
+}
+
+/* calloc zeroes reused memory; realloc keeps a block while it fits. */
+static void *calloc_realloc(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 100; i++) {
+        unsigned char *p = malloc(200);
+        memset(p, 0xff, 200);
+        free(p);
+        unsigned char *q = calloc(1, 200);
+        for (int k = 0; k < 200; k++) CHECK(q[k] == 0);
+        free(q);
+    }
+    char *p = malloc(100); /* 112-byte class */
+    CHECK(realloc(p, 112) == p);
+    CHECK(realloc(p, 60) == p);
+    char *q = realloc(p, 113);
+    CHECK(q != p && malloc_usable_size(q) == 128);
+    free(q);
+    return NULL;
+}
+
+int main(void) {
+    free(malloc(1));
+    run(one_page);
+    run(segment_map);
+    run(retire);
+    run(hysteresis);
+    run(hysteresis_larger);
+    test_full_list();
+    run(aligned);
+    run(calloc_realloc);
+    printf("ok\n");
+    return 0;
+}

@@ -14,10 +14,13 @@
 extern "C" {
 #endif
 
-void *ts_malloc_lock(size_t size);   void ts_free_lock(void *ptr);
-void *ts_malloc_nolock(size_t size); void ts_free_nolock(void *ptr);
-unsigned long get_data_segment_size(void);            /* bytes this design obtained with sbrk */
-unsigned long get_data_segment_free_space_size(void); /* bytes in its free blocks, headers included */
+void *ts_malloc_lock(size_t size);
+void ts_free_lock(void *ptr);
+void *ts_malloc_nolock(size_t size);
+void ts_free_nolock(void *ptr);
+unsigned long get_data_segment_size(void); /* bytes this design obtained with sbrk */
+unsigned long
+get_data_segment_free_space_size(void); /* bytes in its free blocks, headers included */
 
 #ifdef __cplusplus
 }

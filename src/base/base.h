@@ -28,9 +28,15 @@ extern "C" {
 /* Every block any tsalloc design returns is aligned to this. */
 #define TS_MIN_ALIGN 16
 
-TS_INLINE size_t ts_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
-TS_INLINE uintptr_t ts_align_up_ptr(uintptr_t x, size_t a) { return (x + a - 1) & ~(uintptr_t)(a - 1); }
-TS_INLINE bool ts_is_pow2(size_t x) { return x && !(x & (x - 1)); }
+TS_INLINE size_t ts_align_up(size_t x, size_t a) {
+    return (x + a - 1) & ~(a - 1);
+}
+TS_INLINE uintptr_t ts_align_up_ptr(uintptr_t x, size_t a) {
+    return (x + a - 1) & ~(uintptr_t)(a - 1);
+}
+TS_INLINE bool ts_is_pow2(size_t x) {
+    return x && !(x & (x - 1));
+}
 
 /* Print "tsalloc: <formatted message>\n" to stderr and abort(). */
 TS_HIDDEN TS_NORETURN void _ts_fatal(const char *fmt, ...);

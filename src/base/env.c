@@ -16,10 +16,23 @@ long long _ts_env_long(const char *name, long long fallback) {
     long long n = strtoll(v, &end, 0);
     if (end == v) return fallback;
     switch (*end) {
-    case 'k': case 'K': n <<= 10; end++; break;
-    case 'm': case 'M': n <<= 20; end++; break;
-    case 'g': case 'G': n <<= 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        n <<= 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        n <<= 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        n <<= 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'b' || *end == 'B') end++;
     return *end ? fallback : n;

@@ -40,10 +40,10 @@ int _ts_vformat(char *buf, size_t cap, const char *fmt, va_list ap) {
         switch (*f) {
         case 'd': {
             long long v = size_arg ? (long long)va_arg(ap, ptrdiff_t)
-                          : longs   ? va_arg(ap, long)
-                                    : va_arg(ap, int);
-            at = put_num(buf, cap, at, v < 0 ? -(unsigned long long)v : (unsigned long long)v,
-                         10, v < 0, width, pad);
+                          : longs  ? va_arg(ap, long)
+                                   : va_arg(ap, int);
+            at = put_num(buf, cap, at, v < 0 ? -(unsigned long long)v : (unsigned long long)v, 10,
+                         v < 0, width, pad);
             break;
         }
         case 'u':
@@ -68,10 +68,18 @@ int _ts_vformat(char *buf, size_t cap, const char *fmt, va_list ap) {
             for (int i = 0; i < len; i++) at = put(buf, cap, at, s[i]);
             break;
         }
-        case 'c': at = put(buf, cap, at, (char)va_arg(ap, int)); break;
-        case '%': at = put(buf, cap, at, '%'); break;
-        case 0: f--; break;
-        default: at = put(buf, cap, at, *f); break;
+        case 'c':
+            at = put(buf, cap, at, (char)va_arg(ap, int));
+            break;
+        case '%':
+            at = put(buf, cap, at, '%');
+            break;
+        case 0:
+            f--;
+            break;
+        default:
+            at = put(buf, cap, at, *f);
+            break;
         }
     }
     if (cap) buf[at < cap ? at : cap - 1] = 0;

@@ -44,17 +44,17 @@ typedef struct ts_heap_info {
     size_t peak;          /* highest arena + mmapped seen, 0 if not tracked */
 } ts_heap_info_t;
 
-#define TS_DESIGN_DECLARE(d)                                                                     \
-    TS_HIDDEN void *_ts_##d##_malloc(size_t size);                                               \
-    TS_HIDDEN void _ts_##d##_free(void *ptr);                                                    \
-    TS_HIDDEN void *_ts_##d##_calloc(size_t total);                                              \
-    TS_HIDDEN void *_ts_##d##_realloc(void *ptr, size_t size);                                   \
-    TS_HIDDEN void *_ts_##d##_memalign(size_t align, size_t size);                               \
-    TS_HIDDEN size_t _ts_##d##_usable_size(const void *ptr);                                     \
-    TS_HIDDEN int _ts_##d##_trim(size_t pad);                                                    \
-    TS_HIDDEN void _ts_##d##_info(ts_heap_info_t *info);                                         \
-    TS_HIDDEN void _ts_##d##_atfork_prepare(void);                                               \
-    TS_HIDDEN void _ts_##d##_atfork_parent(void);                                                \
+#define TS_DESIGN_DECLARE(d)                                                                       \
+    TS_HIDDEN void *_ts_##d##_malloc(size_t size);                                                 \
+    TS_HIDDEN void _ts_##d##_free(void *ptr);                                                      \
+    TS_HIDDEN void *_ts_##d##_calloc(size_t total);                                                \
+    TS_HIDDEN void *_ts_##d##_realloc(void *ptr, size_t size);                                     \
+    TS_HIDDEN void *_ts_##d##_memalign(size_t align, size_t size);                                 \
+    TS_HIDDEN size_t _ts_##d##_usable_size(const void *ptr);                                       \
+    TS_HIDDEN int _ts_##d##_trim(size_t pad);                                                      \
+    TS_HIDDEN void _ts_##d##_info(ts_heap_info_t *info);                                           \
+    TS_HIDDEN void _ts_##d##_atfork_prepare(void);                                                 \
+    TS_HIDDEN void _ts_##d##_atfork_parent(void);                                                  \
     TS_HIDDEN void _ts_##d##_atfork_child(void);
 
 /* _TS_D(malloc) names the current design's function when TS_DESIGN is set. */

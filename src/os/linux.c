@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #ifndef PR_SET_VMA
-#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA           0x53564d41
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
@@ -36,10 +36,14 @@ static _Atomic int fail_env_read;
 static unsigned parse_ops(const char *s, const char **end) {
     unsigned ops = 0;
     while (*s && *s != ':') {
-        if (strncmp(s, "mmap", 4) == 0) ops |= TS_OS_FAIL_MMAP, s += 4;
-        else if (strncmp(s, "sbrk", 4) == 0) ops |= TS_OS_FAIL_SBRK, s += 4;
-        else if (strncmp(s, "remap", 5) == 0) ops |= TS_OS_FAIL_REMAP, s += 5;
-        else s++;
+        if (strncmp(s, "mmap", 4) == 0)
+            ops |= TS_OS_FAIL_MMAP, s += 4;
+        else if (strncmp(s, "sbrk", 4) == 0)
+            ops |= TS_OS_FAIL_SBRK, s += 4;
+        else if (strncmp(s, "remap", 5) == 0)
+            ops |= TS_OS_FAIL_REMAP, s += 5;
+        else
+            s++;
     }
     *end = s;
     return ops;
@@ -68,7 +72,9 @@ __attribute__((visibility("default"))) void ts_os_test_fail(unsigned ops, long s
     _ts_os_test_fail(ops, skip, count);
 }
 
-long _ts_os_test_failures(void) { return atomic_load(&fail_total); }
+long _ts_os_test_failures(void) {
+    return atomic_load(&fail_total);
+}
 
 /* True when this call of `op` must fail. Costs one relaxed load when off. */
 static bool should_fail(unsigned op) {
@@ -140,7 +146,9 @@ void *_ts_os_map_aligned(size_t size, size_t align) {
     return (void *)start;
 }
 
-bool _ts_os_unmap(void *addr, size_t size) { return munmap(addr, size) == 0; }
+bool _ts_os_unmap(void *addr, size_t size) {
+    return munmap(addr, size) == 0;
+}
 
 void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move) {
     if (should_fail(TS_OS_FAIL_REMAP)) {
@@ -168,7 +176,9 @@ void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target
     return p;
 }
 
-bool _ts_os_purge(void *addr, size_t size) { return madvise(addr, size, MADV_DONTNEED) == 0; }
+bool _ts_os_purge(void *addr, size_t size) {
+    return madvise(addr, size, MADV_DONTNEED) == 0;
+}
 
 bool _ts_os_purge_lazy(void *addr, size_t size) {
 #ifdef MADV_FREE
@@ -215,9 +225,15 @@ bool _ts_os_sbrk_shrink_if_top(void *expected_top, size_t size) {
     return moved;
 }
 
-void _ts_os_atfork_prepare(void) { pthread_mutex_lock(&sbrk_lock); }
-void _ts_os_atfork_parent(void) { pthread_mutex_unlock(&sbrk_lock); }
-void _ts_os_atfork_child(void) { pthread_mutex_init(&sbrk_lock, NULL); }
+void _ts_os_atfork_prepare(void) {
+    pthread_mutex_lock(&sbrk_lock);
+}
+void _ts_os_atfork_parent(void) {
+    pthread_mutex_unlock(&sbrk_lock);
+}
+void _ts_os_atfork_child(void) {
+    pthread_mutex_init(&sbrk_lock, NULL);
+}
 
 /* ---- small services ----------------------------------------------------- */
 
@@ -242,7 +258,9 @@ void _ts_os_write_stderr(const char *buf, size_t len) {
     }
 }
 
-void _ts_os_yield(void) { sched_yield(); }
+void _ts_os_yield(void) {
+    sched_yield();
+}
 
 uint64_t _ts_os_now_ns(void) {
     struct timespec ts;

@@ -27,9 +27,13 @@ _TS_D_DECLARE(TS_DESIGN)
 
 #define TS_ALIAS(name) __attribute__((alias(#name), copy(name), visibility("default")))
 
-TS_EXPORT void *malloc(size_t size) { return _TS_D(malloc)(size); }
+TS_EXPORT void *malloc(size_t size) {
+    return _TS_D(malloc)(size);
+}
 
-TS_EXPORT void free(void *ptr) { _TS_D(free)(ptr); }
+TS_EXPORT void free(void *ptr) {
+    _TS_D(free)(ptr);
+}
 
 TS_EXPORT void *calloc(size_t count, size_t size) {
     size_t total;
@@ -69,7 +73,9 @@ static void *aligned(size_t align, size_t size) {
     return _TS_D(memalign)(align, size);
 }
 
-TS_EXPORT void *memalign(size_t align, size_t size) { return aligned(align, size); }
+TS_EXPORT void *memalign(size_t align, size_t size) {
+    return aligned(align, size);
+}
 
 TS_EXPORT void *aligned_alloc(size_t align, size_t size) {
     if (!ts_is_pow2(align)) {
@@ -92,7 +98,9 @@ TS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     return 0;
 }
 
-TS_EXPORT void *valloc(size_t size) { return aligned(_ts_os_page_size(), size); }
+TS_EXPORT void *valloc(size_t size) {
+    return aligned(_ts_os_page_size(), size);
+}
 
 TS_EXPORT void *pvalloc(size_t size) {
     size_t page = _ts_os_page_size();
@@ -104,16 +112,26 @@ TS_EXPORT void *pvalloc(size_t size) {
     return aligned(page, rounded ? rounded : page);
 }
 
-TS_EXPORT size_t malloc_usable_size(void *ptr) { return ptr ? _TS_D(usable_size)(ptr) : 0; }
+TS_EXPORT size_t malloc_usable_size(void *ptr) {
+    return ptr ? _TS_D(usable_size)(ptr) : 0;
+}
 
-TS_EXPORT int malloc_trim(size_t pad) { return _TS_D(trim)(pad); }
+TS_EXPORT int malloc_trim(size_t pad) {
+    return _TS_D(trim)(pad);
+}
 
 /* Parameters are accepted and ignored (tsalloc is tuned by TSALLOC_* options). */
 TS_EXPORT int mallopt(int param, int value) {
     (void)value;
     switch (param) {
-    case M_MXFAST: case M_TRIM_THRESHOLD: case M_TOP_PAD: case M_MMAP_THRESHOLD:
-    case M_MMAP_MAX: case M_CHECK_ACTION: case M_PERTURB: case M_ARENA_TEST:
+    case M_MXFAST:
+    case M_TRIM_THRESHOLD:
+    case M_TOP_PAD:
+    case M_MMAP_THRESHOLD:
+    case M_MMAP_MAX:
+    case M_CHECK_ACTION:
+    case M_PERTURB:
+    case M_ARENA_TEST:
     case M_ARENA_MAX:
         return 1;
     default:
@@ -223,7 +241,9 @@ static void fork_child(void) {
 /* TSALLOC_STATS=1: print the summary at exit (the fast allocator prints its
  * own, richer statistics, so the shim stays quiet for it). */
 #ifndef TS_DESIGN_OWN_STATS
-static void stats_at_exit(void) { malloc_stats(); }
+static void stats_at_exit(void) {
+    malloc_stats();
+}
 #endif
 
 /* pthread_atfork and atexit may allocate, so register from a constructor

@@ -64,8 +64,12 @@ inline void *new_nothrow(size_t size) {
 
 } // namespace
 
-TS_CXX_EXPORT void *operator new(size_t size) { return new_impl(size); }
-TS_CXX_EXPORT void *operator new[](size_t size) { return new_impl(size); }
+TS_CXX_EXPORT void *operator new(size_t size) {
+    return new_impl(size);
+}
+TS_CXX_EXPORT void *operator new[](size_t size) {
+    return new_impl(size);
+}
 TS_CXX_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept {
     return new_nothrow(size);
 }
@@ -87,16 +91,30 @@ TS_CXX_EXPORT void *operator new[](size_t size, std::align_val_t align,
     return new_aligned(size, align, true);
 }
 
-TS_CXX_EXPORT void operator delete(void *p) noexcept { _TS_D(free)(p); }
-TS_CXX_EXPORT void operator delete[](void *p) noexcept { _TS_D(free)(p); }
-TS_CXX_EXPORT void operator delete(void *p, size_t) noexcept { _TS_D(free)(p); }
-TS_CXX_EXPORT void operator delete[](void *p, size_t) noexcept { _TS_D(free)(p); }
-TS_CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { _TS_D(free)(p); }
+TS_CXX_EXPORT void operator delete(void *p) noexcept {
+    _TS_D(free)(p);
+}
+TS_CXX_EXPORT void operator delete[](void *p) noexcept {
+    _TS_D(free)(p);
+}
+TS_CXX_EXPORT void operator delete(void *p, size_t) noexcept {
+    _TS_D(free)(p);
+}
+TS_CXX_EXPORT void operator delete[](void *p, size_t) noexcept {
+    _TS_D(free)(p);
+}
+TS_CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept {
+    _TS_D(free)(p);
+}
 TS_CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept {
     _TS_D(free)(p);
 }
-TS_CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept { _TS_D(free)(p); }
-TS_CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { _TS_D(free)(p); }
+TS_CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept {
+    _TS_D(free)(p);
+}
+TS_CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept {
+    _TS_D(free)(p);
+}
 TS_CXX_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept {
     _TS_D(free)(p);
 }

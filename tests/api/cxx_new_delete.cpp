@@ -12,15 +12,17 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c)) {                                                                              \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);           \
-            std::abort();                                                                        \
-        }                                                                                        \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);             \
+            std::abort();                                                                          \
+        }                                                                                          \
     } while (0)
 
-static bool aligned(void *p, size_t a) { return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
+static bool aligned(void *p, size_t a) {
+    return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;
+}
 
 static int handler_calls;
 static void counting_handler() {
@@ -90,7 +92,7 @@ int main() {
     // Failure: nothrow returns nullptr; the throwing forms throw bad_alloc.
     CHECK(::operator new(kHuge, std::nothrow) == nullptr);
     CHECK(::operator new[](kHuge, std::nothrow) == nullptr);
-    CHECK(::operator new(kHuge, std::align_val_t{64}, std::nothrow) == nullptr);
+    CHECK(::operator new (kHuge, std::align_val_t{64}, std::nothrow) == nullptr);
     bool thrown = false;
     try {
         void *volatile p = ::operator new(kHuge);
@@ -125,7 +127,8 @@ int main() {
     for (int t = 0; t < 4; t++)
         threads.emplace_back([t, &sums] {
             std::vector<std::string> v;
-            for (int i = 0; i < 20000; i++) v.push_back(std::string(size_t(i % 200), char('a' + t)));
+            for (int i = 0; i < 20000; i++)
+                v.push_back(std::string(size_t(i % 200), char('a' + t)));
             size_t s = 0;
             for (auto &x : v) s += x.size();
             sums[t] = s;

@@ -29,12 +29,18 @@ static size_t take_size(const uint8_t **data, size_t *len) {
     *data += 3;
     *len -= 3;
     switch (scale) {
-    case 0: return value % 64;
-    case 1: return value % 1024;
-    case 2: return value % 16384;
-    case 3: return value % 262144;
-    case 4: return value * 32 % (2u << 20);
-    default: return value;
+    case 0:
+        return value % 64;
+    case 1:
+        return value % 1024;
+    case 2:
+        return value % 16384;
+    case 3:
+        return value % 262144;
+    case 4:
+        return value * 32 % (2u << 20);
+    default:
+        return value;
     }
 }
 
@@ -108,7 +114,9 @@ int run_ops(const uint8_t *data, size_t len) {
 }
 
 #ifdef TS_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) { return run_ops(data, len); }
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
+    return run_ops(data, len);
+}
 #else
 /* usage: ops_fuzz [programs=2000] [seed=1] */
 int main(int argc, char **argv) {

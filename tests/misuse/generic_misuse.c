@@ -7,7 +7,9 @@
 
 static char static_area[4096] __attribute__((aligned(64)));
 
-static void free_ptr(void *p) { free(p); }
+static void free_ptr(void *p) {
+    free(p);
+}
 
 static void free_stack(void *unused) {
     (void)unused;
@@ -50,8 +52,7 @@ int main(void) {
     /* A pointer inside a live block. */
     ok &= ts_expect_abort(free_interior, NULL, "tsalloc: free(): invalid pointer 0x");
     /* An unaligned pointer. */
-    ok &= expect(free_ptr, static_area + 3, "tsalloc: free(): invalid pointer %p",
-                 static_area + 3);
+    ok &= expect(free_ptr, static_area + 3, "tsalloc: free(): invalid pointer %p", static_area + 3);
     /* Freeing the same block twice in a row: every design detects it, and
      * says either "double free of P" or "invalid pointer P". */
     for (size_t n = 16; n <= (4u << 20); n *= 8) {

@@ -26,7 +26,7 @@ static int nthreads = 4, rounds = 5;
 static long ops = 20000;
 static size_t max_size = 4u << 20;
 
-static block_t *local;    /* nthreads * SLOTS_PER_THREAD, inherited across rounds */
+static block_t *local; /* nthreads * SLOTS_PER_THREAD, inherited across rounds */
 static block_t exchange[EXCHANGE_SLOTS];
 static pthread_mutex_t exchange_lock[EXCHANGE_LOCKS];
 static uint64_t next_tag_base;
@@ -55,10 +55,14 @@ static int verify(const block_t *b, size_t upto) {
 static size_t random_size(uint64_t *rng) {
     unsigned r = (unsigned)(ts_rand(rng) % 1000);
     size_t n;
-    if (r < 700) n = ts_rand_range(rng, 0, 256);
-    else if (r < 900) n = ts_rand_range(rng, 257, 8192);
-    else if (r < 985) n = ts_rand_range(rng, 8193, 262144);
-    else n = ts_rand_range(rng, 262145, max_size);
+    if (r < 700)
+        n = ts_rand_range(rng, 0, 256);
+    else if (r < 900)
+        n = ts_rand_range(rng, 257, 8192);
+    else if (r < 985)
+        n = ts_rand_range(rng, 8193, 262144);
+    else
+        n = ts_rand_range(rng, 262145, max_size);
     return n > max_size ? max_size : n;
 }
 
@@ -150,7 +154,8 @@ static void check_all_live(void) {
     for (size_t i = 0; i < EXCHANGE_SLOTS; i++)
         if (exchange[i].ptr) {
             CHECK(verify(&exchange[i], exchange[i].size));
-            r[k++] = (ts_range_t){(uintptr_t)exchange[i].ptr, exchange[i].size ? exchange[i].size : 1};
+            r[k++] =
+                (ts_range_t){(uintptr_t)exchange[i].ptr, exchange[i].size ? exchange[i].size : 1};
         }
     long bad = ts_find_overlap(r, k);
     CHECK_MSG(bad < 0, "live blocks overlap: [%p,+%zu) and [%p,+%zu)", (void *)r[bad - 1].start,

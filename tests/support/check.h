@@ -13,28 +13,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
-            abort();                                                                             \
-        }                                                                                        \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                                     \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);             \
-            fprintf(stderr, __VA_ARGS__);                                                        \
-            fputc('\n', stderr);                                                                 \
-            abort();                                                                             \
-        }                                                                                        \
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_EQ(a, b)                                                                           \
-    do {                                                                                         \
-        unsigned long long _a = (unsigned long long)(a), _b = (unsigned long long)(b);           \
-        CHECK_MSG(_a == _b, "%llu != %llu", _a, _b);                                             \
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        unsigned long long _a = (unsigned long long)(a), _b = (unsigned long long)(b);             \
+        CHECK_MSG(_a == _b, "%llu != %llu", _a, _b);                                               \
     } while (0)
 
 /* Hides a value from the optimiser, so tests can pass impossible sizes
@@ -126,7 +126,9 @@ static inline int ts_expect_abort(void (*fn)(void *), void *arg, const char *exp
 }
 
 /* Under ts_preload_test, the design the test must be running on (or NULL). */
-static inline const char *ts_expected_design(void) { return getenv("TSALLOC_EXPECT_DESIGN"); }
+static inline const char *ts_expected_design(void) {
+    return getenv("TSALLOC_EXPECT_DESIGN");
+}
 
 /* Fails the test when it is meant to run on a tsalloc design but malloc is
  * not ours (a broken LD_PRELOAD would otherwise test glibc and pass). */

@@ -89,8 +89,8 @@ static void test_format(void) {
     char buf[128];
     CHECK(_ts_format(buf, sizeof buf, "%s(): %p", "free", (void *)0x1234abcd) == 18);
     CHECK(strcmp(buf, "free(): 0x1234abcd") == 0);
-    _ts_format(buf, sizeof buf, "%zu|%5d|%ld|%x|%c|%%|%08zu", (size_t)18446744073709551615ull,
-               -42, -7L, 255u, 'z', (size_t)42);
+    _ts_format(buf, sizeof buf, "%zu|%5d|%ld|%x|%c|%%|%08zu", (size_t)18446744073709551615ull, -42,
+               -7L, 255u, 'z', (size_t)42);
     CHECK_MSG(strcmp(buf, "18446744073709551615|  -42|-7|ff|z|%|00000042") == 0, "got %s", buf);
     /* Truncation is safe and reports the wanted length. */
     CHECK(_ts_format(buf, 5, "abcdefgh") == 8 && strcmp(buf, "abcd") == 0);

@@ -9,3 +9,11 @@ endforeach()
 
 add_test(NAME launcher COMMAND ${CMAKE_CURRENT_LIST_DIR}/launcher.sh ${CMAKE_BINARY_DIR}/bin/tsalloc)
 set_tests_properties(launcher PROPERTIES TIMEOUT 120)
+
+# make install, then build and run clients against the installed copy.
+find_program(TS_PKG_CONFIG pkg-config)
+if(TS_PKG_CONFIG)
+  add_test(NAME install_check COMMAND ${CMAKE_CURRENT_LIST_DIR}/install_check.sh
+           ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(install_check PROPERTIES TIMEOUT 120)
+endif()

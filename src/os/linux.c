@@ -2,7 +2,8 @@
  *
  * Invariants: nothing here allocates from the heap; errno is ENOMEM after any
  * failed memory request. Lock order: sbrk_lock is a leaf (nothing is locked
- * while it is held).
+ * while it is held). Built with TS_OS_PRIVATE_BREAK (libtsalloc-classic
+ * only), the break functions move a private break instead of the process's.
  */
 #include "os/os.h"
 
@@ -195,13 +196,73 @@ void _ts_os_name(void *addr, size_t size, const char *name) {
 
 /* ---- the program break ------------------------------------------------ */
 
+#ifdef TS_OS_PRIVATE_BREAK
+/* libtsalloc-classic leaves glibc as the process malloc, and glibc's main
+ * arena moves the real break with its own sbrk calls, which sbrk_lock cannot
+ * serialise: two threads could be handed the same memory. So the designs get
+ * a break of their own, the bottom of a large PROT_NONE reservation (address
+ * space only) made readable and writable as it grows. Same contract as the
+ * real break: contiguous, grows up from a fixed base, pages given back read
+ * as zeros when obtained again, access above the break faults. Everything
+ * below runs with sbrk_lock held. */
+#define PRIVATE_BREAK_MAX_SPAN ((size_t)1 << 40) /* 1 TiB, halved until the kernel agrees */
+#define PRIVATE_BREAK_MIN_SPAN ((size_t)1 << 26)
+static char *private_base, *private_brk, *private_limit;
+
+static uintptr_t page_up(uintptr_t a) {
+    uintptr_t page = _ts_os_page_size();
+    return (a + page - 1) & ~(page - 1);
+}
+
+static bool private_reserve(void) {
+    int saved = errno; /* refused spans must not leak an errno into a successful malloc */
+    for (size_t span = PRIVATE_BREAK_MAX_SPAN; span >= PRIVATE_BREAK_MIN_SPAN; span /= 2) {
+        void *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) continue;
+        private_base = private_brk = p;
+        private_limit = private_base + span;
+        _ts_os_name(p, span, "tsalloc break");
+        errno = saved;
+        return true;
+    }
+    return false;
+}
+
+/* sbrk on the private break: the old break, or (void *)-1. */
+static void *break_move(intptr_t increment) {
+    if (!private_base && !private_reserve()) return (void *)-1;
+    char *old = private_brk;
+    if (increment > 0) {
+        if ((uintptr_t)increment > (uintptr_t)(private_limit - old)) return (void *)-1;
+        uintptr_t lo = page_up((uintptr_t)old), hi = page_up((uintptr_t)old + (uintptr_t)increment);
+        if (hi > lo && mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) != 0)
+            return (void *)-1;
+    } else if (increment < 0) {
+        uintptr_t down = (uintptr_t)0 - (uintptr_t)increment;
+        if (down > (uintptr_t)(old - private_base)) return (void *)-1;
+        /* Whole pages above the new break: dropped (zeros when regrown) and sealed. */
+        uintptr_t lo = page_up((uintptr_t)old - down), hi = page_up((uintptr_t)old);
+        if (hi > lo) {
+            (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+            (void)mprotect((void *)lo, hi - lo, PROT_NONE);
+        }
+    }
+    private_brk = old + increment;
+    return old;
+}
+#else
+static void *break_move(intptr_t increment) {
+    return sbrk(increment);
+}
+#endif
+
 void *_ts_os_sbrk(intptr_t increment) {
     if (increment > 0 && should_fail(TS_OS_FAIL_SBRK)) {
         errno = ENOMEM;
         return NULL;
     }
     pthread_mutex_lock(&sbrk_lock);
-    void *old = sbrk(increment);
+    void *old = break_move(increment);
     pthread_mutex_unlock(&sbrk_lock);
     if (old == (void *)-1) {
         errno = ENOMEM;
@@ -212,7 +273,7 @@ void *_ts_os_sbrk(intptr_t increment) {
 
 void *_ts_os_brk_current(void) {
     pthread_mutex_lock(&sbrk_lock);
-    void *cur = sbrk(0);
+    void *cur = break_move(0);
     pthread_mutex_unlock(&sbrk_lock);
     return cur;
 }
@@ -220,7 +281,7 @@ void *_ts_os_brk_current(void) {
 bool _ts_os_sbrk_shrink_if_top(void *expected_top, size_t size) {
     bool moved = false;
     pthread_mutex_lock(&sbrk_lock);
-    if (sbrk(0) == expected_top && sbrk(-(intptr_t)size) != (void *)-1) moved = true;
+    if (break_move(0) == expected_top && break_move(-(intptr_t)size) != (void *)-1) moved = true;
     pthread_mutex_unlock(&sbrk_lock);
     return moved;
 }

@@ -49,7 +49,10 @@ TS_HIDDEN bool _ts_os_purge_lazy(void *addr, size_t size);
 /* Name a mapping in /proc/self/maps (PR_SET_VMA_ANON_NAME); best effort. */
 TS_HIDDEN void _ts_os_name(void *addr, size_t size, const char *name);
 
-/* The program break. Returns the old break, or NULL with errno = ENOMEM. */
+/* The program break. Returns the old break, or NULL with errno = ENOMEM.
+ * Built with TS_OS_PRIVATE_BREAK (libtsalloc-classic, where glibc's malloc
+ * moves the real break unsynchronised), these three move a break private to
+ * tsalloc, at the bottom of a large reserved region, with the same contract. */
 TS_HIDDEN void *_ts_os_sbrk(intptr_t increment);
 /* Current break, without moving it. */
 TS_HIDDEN void *_ts_os_brk_current(void);

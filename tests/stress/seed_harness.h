@@ -3,7 +3,8 @@
  * thread_test_measurement), written for tsalloc: argv[1] picks the version
  * (lock: ts_malloc_lock/ts_free_lock, nolock: ts_malloc_nolock/ts_free_nolock),
  * argv[2] the thread count. Linked with libtsalloc-classic.a, glibc being the
- * process malloc, as in the seeds' setup.
+ * process malloc, as in the seeds' setup: the designs grow a private break,
+ * which get_data_segment_size measures.
  *
  * Every block is filled with a per-block pattern when allocated and verified
  * before it is freed; live blocks are checked for overlap. */

@@ -2,8 +2,10 @@
  * "lock", bestfit-tls = "nolock") with its design functions and debug hooks,
  * picked by argv[1], and helpers to snapshot the free blocks.
  *
- * The tests link libtsalloc-classic.a: glibc stays the process malloc (and
- * moves the break too, which the designs must survive), the designs are
+ * Most tests link the objects of libtsalloc-classic with the real break's OS
+ * layer: glibc stays the process malloc and moves the same break, which the
+ * designs must survive (bestfit_tls_handover and bestfit_regress link
+ * libtsalloc-classic.a itself, whose break is private). The designs are
  * reached through their hidden functions and debug hooks (designs/bestfit/debug.h).
  */
 #ifndef TS_TEST_BESTFIT_HARNESS_H

@@ -82,7 +82,7 @@ static ts_fit_block_t *grow_and_take(ts_fit_heap_t *h, size_t need, bool *clean)
     for (int i = 0; i < FIT_GROW_TRIES; i++) {
         size_t inc = fit_grow_size(&config, need);
         pthread_mutex_lock(&grow_lock);
-        void *old = fit_segs_obtain(&segs, inc);
+        void *old = fit_segs_obtain(&segs, &inc);
         pthread_mutex_unlock(&grow_lock);
         if (!old) return NULL;
         fit_add_chunk(h, old, inc);

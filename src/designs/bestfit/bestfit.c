@@ -54,7 +54,7 @@ static ts_fit_block_t *take(size_t need, bool *clean) {
         size_t inc = fit_grow_size(&config, need);
         unlock();
         pthread_mutex_lock(&grow_lock);
-        void *old = fit_segs_obtain(&segs, inc);
+        void *old = fit_segs_obtain(&segs, &inc);
         pthread_mutex_unlock(&grow_lock);
         if (old) fit_prefault(old, inc, config.grow_chunk);
         lock();

@@ -46,6 +46,9 @@
  *     holds only zeros. (The reserve only moves up by carving, which moves
  *     clean_from along; it moves down by merging below, leaving its old
  *     header at clean_from; a new chunk resets clean_from to its start.)
+ *     Without a reserve, clean_from == top_end: a block that becomes the
+ *     reserve later (one merged across top_end and split there, say) has had
+ *     index links and user data written into it, so nothing is known clean.
  * Blocks are only ever coalesced by address arithmetic with the heap's own
  * free blocks, so two chunks with foreign memory between them never merge.
  */
@@ -70,7 +73,7 @@
 #define FIT_DEFAULT_MIN_SPLIT      32           /* payload bytes a split-off remainder must hold */
 #define FIT_DEFAULT_TRIM_THRESHOLD (128 * 1024) /* give back a free top larger than this */
 #define FIT_DEFAULT_GROW_CHUNK     (64 * 1024)  /* smallest sbrk increment */
-#define FIT_GROW_TRIES             3 /* sbrk attempts per malloc (an unaligned break wastes one) */
+#define FIT_GROW_TRIES             3 /* sbrk attempts per malloc (another thread may take a chunk) */
 
 enum { FIT_BY_ADDR = 0, FIT_BY_SIZE = 1 };
 
@@ -343,8 +346,15 @@ static inline ts_fit_block_t *fit_take(ts_fit_heap_t *h, const ts_fit_config_t *
         if (rest >= cfg->min_split) {
             fit_tree_erase(h, FIT_BY_SIZE, c);
             fit_set_free(c, rest);
-            fit_tree_insert(h, FIT_BY_SIZE, c);
             b = (ts_fit_block_t *)((char *)c + rest);
+            if ((uintptr_t)b == h->top_end) {
+                /* c reached across top_end (a neighbour's chunk joined it)
+                 * and now ends there: it is the reserve, with nothing clean. */
+                fit_tree_erase(h, FIT_BY_ADDR, c);
+                h->reserve = c;
+            } else {
+                fit_tree_insert(h, FIT_BY_SIZE, c);
+            }
             got = need;
         } else {
             fit_index_erase(h, c);
@@ -391,6 +401,9 @@ static inline ts_fit_free_t *fit_put(ts_fit_heap_t *h, ts_fit_free_t *x) {
         if (!base_indexed) fit_tree_insert(h, FIT_BY_ADDR, base);
         fit_tree_insert(h, FIT_BY_SIZE, base);
     }
+    /* A reserve absorbed from below or above got index links (and base may
+     * hold user data): no part of a later reserve is known clean. */
+    if (!h->reserve) h->clean_from = h->top_end;
     return base;
 }
 
@@ -399,6 +412,7 @@ static inline ts_fit_free_t *fit_pop(ts_fit_heap_t *h) {
     ts_fit_free_t *x = h->reserve;
     if (x) {
         h->reserve = NULL;
+        h->clean_from = h->top_end;
     } else if ((x = h->root[FIT_BY_ADDR]) != NULL) {
         fit_index_erase(h, x);
     } else {
@@ -522,9 +536,14 @@ static inline bool fit_segs_room(ts_fit_segs_t *s) {
     return true;
 }
 
-/* sbrk(inc) and records the chunk; returns its start or NULL (errno ENOMEM).
- * Caller holds the grow lock. */
-static inline void *fit_segs_obtain(ts_fit_segs_t *s, size_t inc) {
+/* sbrk(*incp) and records the chunk; returns its start or NULL (errno
+ * ENOMEM). *incp may grow by up to 15 bytes. Caller holds the grow lock. */
+static inline void *fit_segs_obtain(ts_fit_segs_t *s, size_t *incp) {
+    /* Someone left the break unaligned (an sbrk of an odd size): pad the chunk
+     * so that it ends aligned. Otherwise it and every later chunk lose 16
+     * bytes at each end, never merge with the previous one, and a request
+     * larger than the grow chunk never fits in its own chunk. */
+    size_t inc = *incp += (size_t)(-(uintptr_t)_ts_os_brk_current() & 15);
     if (inc > (size_t)PTRDIFF_MAX || !fit_segs_room(s)) {
         errno = ENOMEM;
         return NULL;
@@ -609,7 +628,15 @@ static inline bool fit_give_back(ts_fit_heap_t *h, ts_fit_segs_t *s, ts_fit_free
     } else {
         fit_tree_erase(h, FIT_BY_SIZE, f);
         fit_set_free(f, new_end - start);
-        fit_tree_insert(h, FIT_BY_SIZE, f);
+        if (new_end <= h->top_end) {
+            /* f reached across top_end (or top_end was already given back):
+             * nothing of h is left above new_end, so f is the new top. */
+            fit_tree_erase(h, FIT_BY_ADDR, f);
+            h->reserve = f;
+            h->top_end = h->clean_from = new_end;
+        } else {
+            fit_tree_insert(h, FIT_BY_SIZE, f);
+        }
     }
     fit_sub_free(h, give);
     return true;
@@ -719,6 +746,8 @@ static inline const char *fit_check(const ts_fit_heap_t *h, ts_fit_segs_t *s) {
         /* The first 64 KiB of the clean part must read as zeros. */
         for (uintptr_t a = from; a < h->top_end && a < from + 65536; a += 8)
             if (*(const uint64_t *)a != 0) return "memory marked clean is not zero";
+    } else if (h->clean_from != h->top_end) {
+        return "clean_from below the top without a reserve";
     }
     const ts_fit_free_t *prev = NULL;
     size_t indexed = fit_check_size_tree(h, h->root[FIT_BY_SIZE], &prev);

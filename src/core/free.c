@@ -167,7 +167,6 @@ void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, u);
         free_remote(heap, page, block);
     }
-    ts_purge_safe_point();
 }
 
 void _ts_free_slow(void *p) {
@@ -178,7 +177,6 @@ void _ts_free_slow(void *p) {
         _ts_invalid_pointer("free", p);
     case TS_PTR_LARGE:
         _ts_large_free(p, "free");
-        ts_purge_safe_point();
         return;
     default:
         break;
@@ -196,5 +194,4 @@ void _ts_free_slow(void *p) {
 
 void _ts_page_became_empty(ts_heap_t *heap, ts_page_t *page) {
     _ts_page_empty_at_free(heap, page);
-    ts_purge_safe_point();
 }

@@ -24,6 +24,12 @@ static bool heap_key_ok;
 
 static void thread_exit(void *arg) {
     ts_heap_t *heap = arg;
+    /* A heap made after glibc cleared this thread's keys (its first allocator
+     * call came from glibc's stack cache, after the destructors) stays in the
+     * thread-specific data of the cached stack and reaches the next thread
+     * that reuses that stack. Only this thread's own heap is abandoned here;
+     * heaps of dead threads are found through their robust mutex. */
+    if (heap != _ts_tls_heap) return;
     _ts_tls_heap = &_ts_heap_dead; /* later allocations: the orphan heap */
     if (heap && heap->state == TS_HEAP_ACTIVE) _ts_heap_thread_exit(heap);
     ts_purge_safe_point();

@@ -118,13 +118,15 @@ typedef struct ts_segment ts_segment_t;
 /* page->thread_free packs the list of blocks freed by other threads, their
  * number, and a 2-bit notification state into one word, so one CAS pushes
  * a whole chain and the owner takes it back without walking it:
- *   bits 63..47 count | bits 46..4 head block | bits 1..0 state.
+ *   bits 63..48 count | bits 47..4 head block | bits 1..0 state.
+ * (48 pointer bits: arm64 user addresses reach 2^48; a page holds at most
+ * 4096 blocks, well below the 16-bit count limit.)
  * NOTIFY: the page sits in its owner's full list; the next remote freer hands
  * its blocks to the owner heap's delayed list instead, so the owner learns
  * the page has room again. NOTIFYING: that hand-over is in progress (the
  * owner waits for it before it abandons the heap). */
 enum { TS_TF_NORMAL = 0, TS_TF_NOTIFY = 1, TS_TF_NOTIFYING = 2 };
-#define TS_TF_COUNT_SHIFT 47
+#define TS_TF_COUNT_SHIFT 48
 #define TS_TF_PTR_MASK    ((((uint64_t)1 << TS_TF_COUNT_SHIFT) - 1) & ~(uint64_t)15)
 TS_INLINE ts_block_t *ts_tf_ptr(uint64_t w) {
     return (ts_block_t *)(uintptr_t)(w & TS_TF_PTR_MASK);
@@ -135,6 +137,8 @@ TS_INLINE uint32_t ts_tf_count(uint64_t w) {
 TS_INLINE unsigned ts_tf_state(uint64_t w) {
     return (unsigned)(w & 3);
 }
+_Static_assert(((size_t)1 << TS_SHIFT_SMALL) / 16 < ((size_t)1 << (64 - TS_TF_COUNT_SHIFT)),
+               "thread_free count field too small");
 TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
     return (count << TS_TF_COUNT_SHIFT) | (uint64_t)(uintptr_t)p | state;
 }

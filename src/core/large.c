@@ -333,6 +333,7 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
         p = (uintptr_t)q;
         is_zero = true;
         _ts_stat_commit(need);
+        _ts_purge_schedule(); /* see segment_map_new */
     }
     mark_large(p, need);
     stripe_t *s = stripe_of(p);

@@ -34,7 +34,6 @@ static _Atomic int pt_sleeping; /* SLEEP_*: it waits on pt_cond */
 static pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
 
-#define IDLE_EXIT_NS ((uint64_t)1000000000u)
 #define MIN_SLEEP_NS ((uint64_t)2000000u)
 
 uint64_t _ts_purge_run(uint64_t now, bool force) {
@@ -78,6 +77,10 @@ static void sleep_until(uint64_t until, int mode) {
         if (now >= until) break;
         if (atomic_load(&pt_pending) && (mode == SLEEP_IDLE || now + _ts_purge_delay_ns() < until))
             break;
+        if (until == UINT64_MAX) {
+            pthread_cond_wait(&pt_cond, &pt_mutex);
+            continue;
+        }
         struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
         pthread_cond_clockwait(&pt_cond, &pt_mutex, CLOCK_MONOTONIC, &ts);
     }
@@ -89,27 +92,16 @@ static void *purge_main(void *arg) {
     (void)arg;
     int expect = PT_STARTING;
     atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING);
-    uint64_t idle_since = 0;
     for (;;) {
         atomic_store(&pt_pending, 0);
         uint64_t next = _ts_purge_run(_ts_os_now_ns(), false);
         uint64_t now = _ts_os_now_ns();
-        if (next != UINT64_MAX) {
-            idle_since = 0;
+        if (next != UINT64_MAX)
             sleep_until(next > now + MIN_SLEEP_NS ? next : now + MIN_SLEEP_NS, SLEEP_TIMED);
-            continue;
-        }
-        if (!idle_since) idle_since = now;
-        if (now - idle_since >= IDLE_EXIT_NS) {
-            atomic_store(&pt_state, PT_STOPPED);
-            if (!atomic_load(&pt_pending)) return NULL;
-            expect = PT_STOPPED; /* work arrived while stopping: stay, unless restarted */
-            if (!atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING)) return NULL;
-            idle_since = 0;
-            continue;
-        }
-        sleep_until(idle_since + IDLE_EXIT_NS, SLEEP_IDLE);
+        else /* nothing to do: wait for the next free (an exit would free in glibc's locks) */
+            sleep_until(UINT64_MAX, SLEEP_IDLE);
     }
+    return NULL;
 }
 
 static void start_thread(void) {

@@ -67,6 +67,7 @@ static ts_segment_t *segment_map_new(void) {
     pthread_mutex_unlock(&registry_lock);
     atomic_fetch_add(&_ts_stats.segments, 1);
     _ts_stat_commit(HEADER_TOUCHED);
+    _ts_purge_schedule(); /* started by this allocation's safe point, never by a free */
     return seg;
 }
 

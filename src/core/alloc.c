@@ -1,6 +1,6 @@
-/* Allocation beyond the fast path (api.c): first use by a thread, sizes
- * outside the direct table, aligned requests, large blocks, and threads whose
- * heap is gone.
+/* Allocation beyond the fast path (fastpath.h): first use by a thread, empty
+ * free lists, sizes above 64 KiB, aligned requests, large blocks, and threads
+ * whose heap is gone.
  *
  * Invariants: every failure returns NULL with errno = ENOMEM and leaves the
  * heap usable; the purge thread is only started from _ts_purge_safe_point(),

@@ -1,23 +1,11 @@
-/* The entry points: the fast paths of malloc and free, the design.h functions
- * the override shim calls (_ts_core_*), and the public ts_* API (tsalloc.h).
+/* The entry points: malloc and free (their fast paths are in fastpath.h),
+ * the design.h functions the override shim calls (_ts_core_*), and the
+ * public ts_* API (tsalloc.h).
  *
- * Fast paths (x86-64, gcc -O2, counted with callgrind; the shim adds one jmp):
- * - malloc of <= 1 KiB: ~18 instructions: read the TLS heap, index its direct
- *   table by (size+15)/16, pop the page's free list, prefetch the next block,
- *   count. Up to 512 KiB: ~8 more to compute the class. One unlikely branch
- *   to _ts_malloc_generic.
- * - free by the owning thread: ~36 instructions: prove the pointer is ours
- *   (segment map), find its page (segment mask + shift), check that it is a
- *   block boundary (one multiply), the owner, and that it is not the block
- *   freed last, push it on the page's free list (LIFO: the next malloc of the
- *   class gets the block freed last, still in cache), count. Another thread's
- *   block goes on
- *   the open batch for its page (~10 more), else to _ts_free_other; anything
- *   unusual to _ts_free_slow.
- * Statistics cost one increment per malloc; frees are not counted (live blocks
- * are counted from the pages when statistics are asked for).
- * No locks and no atomic read-modify-write on either.
+ * Statistics cost one increment per malloc; frees are not counted (live
+ * blocks are counted from the pages when statistics are asked for).
  */
+#include "core/fastpath.h"
 #include "core/internal.h"
 
 #include <errno.h>
@@ -30,71 +18,15 @@ TS_DESIGN_DECLARE(core)
 TS_HIDDEN void _ts_core_info_fill(ts_heap_info_t *info);
 
 void *_ts_core_malloc(size_t size) {
-    ts_heap_t *heap = _ts_tls_heap;
-    ts_page_t *page;
-    ts_block_t *block;
-    if (ts_likely(size <= TS_DIRECT_MAX)) {
-        size_t slot = (size + 15) >> 4;
-        page = heap->direct[slot];
-        block = page->free;
-        if (ts_likely(block != NULL)) {
-            ts_block_t *next = block->next;
-            page->free = next;
-            __builtin_prefetch(next); /* the next block of this class, often not in cache */
-            page->used++;
-            heap->alloc_slot[slot]++;
-            return block;
-        }
-    } else if (size <= TS_CLASS_MAX_SIZE) { /* larger classes: the class, then the same */
-        unsigned cls =
-            size <= TS_CLASS_BY_256_MAX ? _ts_class_by_256[(size - 1) >> 8] : ts_class_of(size);
-        page = heap->head[cls];
-        block = page->free;
-        if (ts_likely(block != NULL)) {
-            page->free = block->next;
-            page->used++;
-            heap->alloc_class[cls]++;
-            return block;
-        }
-    }
-    return _ts_malloc_generic(heap, size);
+    return ts_core_malloc_inline(size);
 }
 
 void _ts_core_free(void *p) {
-    uintptr_t u = (uintptr_t)p;
-    size_t chunk = u >> TS_SEGMENT_SHIFT;
-    if (ts_unlikely(chunk >= TS_SEGMAP_ENTRIES)) goto slow;
-    unsigned shift = atomic_load_explicit(&_ts_segmap[chunk], memory_order_relaxed);
-    if (ts_unlikely(shift < TS_SHIFT_MIN)) goto slow; /* NULL, foreign or large */
-    ts_page_t *page = ts_page_of(ts_segment_of(p), p, shift);
-    if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
-    ts_heap_t *heap = _ts_tls_heap;
-    ts_block_t *block = p;
-    if (ts_unlikely(ts_page_owner(page) != (uintptr_t)heap)) { /* another thread's, or full */
-        /* A batch already open for this page was checked when it opened; the
-         * page cannot be retired while the batch holds some of its blocks. */
-        ts_rbatch_t *b = &heap->rbatch[ts_rbatch_slot(page)];
-        if (ts_likely(b->page == page && block != b->head)) {
-            block->next = b->head;
-            b->head = block;
-            if (ts_unlikely(++b->count >= TS_RBATCH_MAX)) _ts_rbatch_flush(heap, b);
-            return;
-        }
-        _ts_free_other(heap, page, block);
-        return;
-    }
-    ts_block_t *head = page->free;
-    if (ts_unlikely(block == head)) goto slow; /* freed twice in a row */
-    block->next = head;
-    page->free = block;
-    if (ts_unlikely(--page->used == 0)) _ts_page_became_empty(heap, page);
-    return;
-slow:
-    _ts_free_slow(p);
+    ts_core_free_inline(p);
 }
 
 void *_ts_core_calloc(size_t total) {
-    if (total <= TS_DIRECT_MAX) {
+    if (total <= 1024) { /* small: the fast path, then clear what was asked for */
         void *p = _ts_core_malloc(total);
         if (p) memset(p, 0, total);
         return p;

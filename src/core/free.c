@@ -1,4 +1,4 @@
-/* free(): everything beyond the owner's fast path (api.c): pointer checks,
+/* free(): everything beyond the owner's fast path (fastpath.h): pointer checks,
  * frees from other threads, pages that come back from the full list.
  *
  * A block freed by a thread that does not own its page goes back with one CAS
@@ -46,7 +46,7 @@ size_t _ts_usable_checked(const void *p, const char *func) {
 /* The page is in its owner's full list: give the chain to the owner heap,
  * which frees the blocks itself and so sees the page has room. */
 static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
-    ts_heap_t *owner = (ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FULL);
+    ts_heap_t *owner = (ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
     ts_block_t *old = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
     do {
         tail->next = old;
@@ -114,7 +114,7 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         _ts_page_push_remote(page, block, block, 1);
         return;
     }
-    ts_rbatch_t *b = &heap->rbatch[ts_rbatch_slot(page)];
+    ts_rbatch_t *b = &heap->rbatch[page->rslot];
     if (b->page == page) {
         if (ts_unlikely(block == b->head)) _ts_double_free("free", block);
         block->next = b->head;
@@ -156,7 +156,7 @@ static TS_NORETURN void bad_free(ts_page_t *page, uintptr_t u) {
 }
 
 /* A valid block boundary of a page the calling heap does not own (or owns,
- * in its full list), that did not fit an open batch (api.c tries that). */
+ * in its full list), that did not fit an open batch (fastpath.h tries that). */
 void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     uintptr_t u = (uintptr_t)block;
     if (ts_page_owner(page) == ((uintptr_t)heap | TS_OWNER_FULL)) {
@@ -186,7 +186,7 @@ void _ts_free_slow(void *p) {
         _ts_invalid_pointer("free", p);
     }
     ts_heap_t *heap = _ts_tls_heap;
-    if (ts_page_owner(page) == (uintptr_t)heap) /* freed twice, probably */
+    if ((ts_page_owner(page) & ~TS_OWNER_HEAD) == (uintptr_t)heap) /* freed twice, probably */
         _ts_page_free_local(heap, page, (ts_block_t *)p);
     else
         _ts_free_other(heap, page, (ts_block_t *)p);

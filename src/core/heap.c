@@ -57,7 +57,7 @@ static ts_heap_t *pool_get(void) {
     char *chunk = _ts_os_map(POOL_CHUNK);
     if (!chunk) return NULL;
     _ts_os_name(chunk, POOL_CHUNK, "tsalloc-heaps");
-    size_t stride = ts_align_up(sizeof(ts_heap_t), 64);
+    size_t stride = ts_align_up(sizeof(ts_heap_t), 128);
     size_t n = POOL_CHUNK / stride;
     pthread_mutex_lock(&pool_lock);
     for (size_t i = 1; i < n; i++) {

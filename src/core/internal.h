@@ -12,14 +12,20 @@
  * - large block: above the largest class; its own mapping (large.c).
  * - heap: the per-thread allocator state. Every page in use belongs to exactly
  *   one heap (page->owner) or to no heap when its thread has exited.
+ * - list class: a class of small or medium pages (blocks up to 64 KiB). The
+ *   first page of its queue is the heap's "head" page for the class, the one
+ *   malloc pops blocks from; while it is head its `used` is not counted.
  *
  * Invariants:
  * - The owner thread allocates and frees on its pages without atomics or locks;
  *   other threads only push onto page->thread_free (or a heap's delayed list).
- * - page->used counts blocks handed out and not yet returned to the owner,
- *   including blocks waiting in thread_free, plus one while a small or medium
- *   page is the head of its class queue ("pinned"). A page is retired only at
- *   used == 0.
+ * - page->used counts the carved blocks that are not on page->free (handed
+ *   out, or waiting in thread_free or in a remote freer's batch), except on
+ *   the head page of a list class: there malloc and the owner's frees do not
+ *   count, and used = (blocks out) + (length of page->free); the length is
+ *   subtracted, walking the list, when the page stops being head. So the
+ *   fast paths of the common case touch no counter, and a head page never
+ *   reaches used == 0. A page is retired only at used == 0.
  * - _ts_segmap[p >> 22] holds the page shift (16, 19, 22) of the segment at
  *   that 4 MiB chunk only while the segment is mapped, TS_MAP_LARGE where
  *   large blocks are or were (then the large-block table decides), else 0.
@@ -70,11 +76,14 @@ enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
 #define TS_CLASS_STEP_LIMIT 128
 #define TS_CLASS_MAX_SIZE   ((size_t)512 * 1024)
 #define TS_CLASS_COUNT      56
+#define TS_LIST_CLASS_LAST  43                  /* 64 KiB: the last class of medium pages */
 #define TS_SMALL_PAGE_MAX   ((size_t)8 * 1024)  /* classes up to here use small pages */
 #define TS_MEDIUM_PAGE_MAX  ((size_t)64 * 1024) /* ... up to here medium pages, above: big */
 /* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
 #define TS_DIRECT_MAX   1024
 #define TS_DIRECT_SLOTS (TS_DIRECT_MAX / 16 + 1)
+/* The list classes: blocks up to 64 KiB (small and medium pages). */
+#define TS_LIST_MAX_SIZE TS_MEDIUM_PAGE_MAX
 
 /* The class of a size (0 for size 0). Arithmetic, no table: the table in
  * sizeclass.c is generated from the same rule and tested against it. */
@@ -88,22 +97,23 @@ TS_INLINE unsigned ts_class_of(size_t size) {
 typedef struct ts_class_info {
     uint32_t size;     /* block size */
     uint8_t kind;      /* enum ts_kind of its pages */
+    uint8_t tz;        /* size = odd << tz */
     uint8_t direct_lo; /* direct slots that map to this class (lo > hi: none) */
     uint8_t direct_hi;
-    uint64_t magic; /* ceil(2^64 / size): exact divisibility test for offsets < 2^32 */
+    uint64_t inv; /* inverse of odd modulo 2^64 (see ts_page_block_ok) */
 } ts_class_info_t;
 
 TS_HIDDEN extern ts_class_info_t _ts_classes[TS_CLASS_COUNT];
 /* Sizes above the direct table up to 64 KiB: class = _ts_class_by_256[(size - 1) >> 8]
  * (class boundaries there are multiples of 256). */
-#define TS_CLASS_BY_256_MAX ((size_t)64 * 1024)
+#define TS_CLASS_BY_256_MAX TS_LIST_MAX_SIZE
 TS_HIDDEN extern uint8_t _ts_class_by_256[TS_CLASS_BY_256_MAX / 256];
 TS_HIDDEN void _ts_sizeclass_init(void);
 /* The smallest class >= size whose block size is a multiple of align (a power
  * of two, 16 < align <= 64 KiB), or TS_CLASS_COUNT when none. */
 TS_HIDDEN unsigned _ts_class_aligned(size_t size, size_t align);
-TS_INLINE uint64_t ts_magic_of(size_t size) {
-    return UINT64_MAX / size + 1;
+TS_INLINE bool ts_class_is_list(unsigned cls) {
+    return cls <= TS_LIST_CLASS_LAST;
 }
 
 /* ---- blocks, pages, segments ---------------------------------------------- */
@@ -143,38 +153,48 @@ TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
     return (count << TS_TF_COUNT_SHIFT) | (uint64_t)(uintptr_t)p | state;
 }
 
-/* page->owner: the heap, with this bit set while the page is in its full list
- * (so the owner's free fast path falls into the slow path and moves it back). */
-#define TS_OWNER_FULL ((uintptr_t)1)
+/* page->owner: the heap, with TS_OWNER_FULL set while the page is in its full
+ * list or kept empty (so the owner's free fast path falls into the slow path
+ * and moves it back), or TS_OWNER_HEAD while it is the head page of a list
+ * class (the owner's free fast path does not count `used`). Never both. */
+#define TS_OWNER_FULL  ((uintptr_t)1)
+#define TS_OWNER_HEAD  ((uintptr_t)2)
+#define TS_OWNER_FLAGS ((uintptr_t)3)
 
 /* Page states in the segment (changed under the segment lock). */
 enum { TS_PAGE_FREE_CLEAN = 0, TS_PAGE_FREE_DIRTY, TS_PAGE_IN_USE, TS_PAGE_HEADER };
 
-/* A page descriptor: three cache lines, by who writes them. */
+/* A page descriptor: four cache lines, by who writes them, ordered so that
+ * the lines other threads touch (read-mostly, remote-written) and the owner's
+ * hot line do not share a 128-byte pair (the unit some prefetchers fetch).
+ * 256 bytes, so free finds a small page's descriptor with shifts and masks. */
 typedef struct ts_page {
+    /* Owner-hot: the fast paths. */
+    ts_block_t *free;  /* allocation pops here, the owner's frees push here */
+    uint32_t used;     /* see the invariants above */
+    uint32_t capacity; /* blocks carved so far */
+    uint8_t is_head;   /* the head of a list class: owner has TS_OWNER_HEAD */
+    uint8_t in_full;
+    uint8_t cached;              /* an empty big page kept by its heap for the next request */
+    struct ts_page *next, *prev; /* class queue or full list */
+    /* Free pages: written under the segment lock. */
+    _Alignas(64) uint64_t purge_at; /* free dirty page: when to give it back */
     /* Read-mostly: set when the page is (re)initialised or grows; remote
      * freers read it to validate pointers without disturbing the owner. */
-    _Atomic uintptr_t owner; /* heap | TS_OWNER_FULL; 0: free page or abandoned */
-    uintptr_t start;         /* address of block 0 */
-    _Atomic size_t bytes;    /* capacity * block_size: offsets beyond were never handed out */
-    uint64_t magic;          /* ts_magic_of(block_size) */
+    _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */
+    uintptr_t start;                      /* address of block 0 */
+    uint64_t inv;                         /* of the class: see ts_page_block_ok */
+    _Atomic uint64_t carved;              /* capacity, for other threads' frees */
     uint32_t block_size;
     uint32_t reserved; /* blocks that fit */
     uint32_t area;     /* bytes of memory the page covers */
     uint8_t cls;
+    uint8_t tz;            /* of the class: see ts_page_block_ok */
+    uint8_t rslot;         /* this page's slot in a freeing heap's rbatch[] */
     uint8_t index;         /* position in its segment */
     _Atomic uint8_t state; /* TS_PAGE_*: written under the segment lock, read anywhere */
-    /* Owner-hot: the fast paths. */
-    _Alignas(64) ts_block_t *free; /* allocation pops here, the owner's frees push here */
-    uint32_t used;                 /* see the invariants above */
-    uint32_t capacity;             /* blocks carved so far */
-    uint8_t pinned;                /* head of its class queue: used holds +1 */
-    uint8_t in_full;
-    uint8_t cached;              /* an empty big page kept by its heap for the next request */
-    struct ts_page *next, *prev; /* class queue or full list */
     /* Remote-written. */
     _Alignas(64) _Atomic uint64_t thread_free;
-    uint64_t purge_at; /* free dirty page: when to give it back (segment lock) */
 } ts_page_t;
 
 struct ts_segment {
@@ -197,7 +217,7 @@ struct ts_segment {
     _Alignas(64) ts_page_t pages[TS_MAX_PAGES];
 };
 
-_Static_assert(sizeof(ts_page_t) == 192, "page descriptor: three cache lines");
+_Static_assert(sizeof(ts_page_t) == 256, "page descriptor: four cache lines");
 _Static_assert(sizeof(ts_segment_t) <= TS_SEGMENT_HEADER, "segment header too big");
 
 TS_HIDDEN extern _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
@@ -208,11 +228,26 @@ TS_INLINE ts_segment_t *ts_segment_of(const void *p) {
 TS_INLINE ts_page_t *ts_page_of(ts_segment_t *seg, const void *p, unsigned shift) {
     return &seg->pages[((uintptr_t)p & TS_SEGMENT_MASK) >> shift];
 }
-/* True when p is the start of a block this page has handed out at some time. */
+/* The same for a small page: page index * 256 straight from the pointer's bits. */
+TS_INLINE ts_page_t *ts_small_page_of(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    _Static_assert(TS_SHIFT_SMALL - 8 == 8 && sizeof(ts_page_t) == 256, "index scaling");
+    uintptr_t offset =
+        (u >> (TS_SHIFT_SMALL - 8)) & (((TS_SEGMENT_SIZE >> TS_SHIFT_SMALL) - 1) << 8);
+    return (ts_page_t *)((uintptr_t)ts_segment_of(p)->pages + offset);
+}
+/* True when p is the start of a block this page has handed out at some time:
+ * off = p - start is k * size with k < carved. With size = odd << tz and inv
+ * the inverse of odd modulo 2^64, rotating off * inv right by tz gives k when
+ * size divides off, and at least 2^64 / size otherwise (nonzero low bits
+ * rotate to the top; multiplying by inv maps the multiples of odd, and only
+ * them, below 2^64 / odd): one multiply and one compare, exact for every
+ * 64-bit off, p below start included. */
 TS_INLINE bool ts_page_block_ok(const ts_page_t *page, uintptr_t p) {
-    uintptr_t off = p - page->start;
-    return off < atomic_load_explicit(&page->bytes, memory_order_relaxed) &&
-           off * page->magic < page->magic;
+    uint64_t x = (uint64_t)(p - page->start) * page->inv;
+    unsigned tz = page->tz;
+    uint64_t k = (x >> tz) | (x << ((64 - tz) & 63));
+    return k < atomic_load_explicit(&page->carved, memory_order_relaxed);
 }
 TS_INLINE unsigned ts_page_state(const ts_page_t *page) {
     return atomic_load_explicit(&page->state, memory_order_relaxed);
@@ -257,11 +292,11 @@ typedef struct ts_rbatch {
 enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
 
 struct ts_heap {
-    /* The fast path reads direct[] and bumps alloc_slot[]. */
-    ts_page_t *direct[TS_DIRECT_SLOTS];
-    uint64_t alloc_slot[TS_DIRECT_SLOTS]; /* fast-path allocations per size slot */
-    ts_page_t *head[TS_CLASS_COUNT];      /* per class: the page to allocate from */
-    uint64_t alloc_class[TS_CLASS_COUNT]; /* allocations outside the fast path */
+    /* The fast path reads direct[] and head[], and counts allocations. */
+    ts_page_t *direct[TS_DIRECT_SLOTS];   /* per size slot: its class's head */
+    uint64_t alloc_slot[TS_DIRECT_SLOTS]; /* allocations per size slot (fast path) */
+    ts_page_t *head[TS_CLASS_COUNT];      /* per class: the head, or _ts_page_empty */
+    uint64_t alloc_class[TS_CLASS_COUNT]; /* other allocations */
     uint64_t allocs_seen[TS_CLASS_COUNT]; /* per class, at the last idle-page collection */
     uint32_t state;                       /* TS_HEAP_* */
     uint32_t id;
@@ -285,7 +320,10 @@ struct ts_heap {
      * abandoned by the purge thread. `watched` under the pool lock. */
     pthread_mutex_t alive;
     uint32_t watched;
-    _Alignas(64) _Atomic(ts_block_t *) delayed; /* blocks handed over for full pages */
+    /* Written by other threads: alone in its 128-byte pair of lines (heaps
+     * are 128-byte aligned in their pool). */
+    _Alignas(128) _Atomic(ts_block_t *) delayed; /* blocks handed over for full pages */
+    char delayed_pad[120];
 };
 
 /* The calling thread's heap: one pointer of initial-exec TLS. Starts as the
@@ -341,7 +379,7 @@ TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_detach(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_settle_notify(ts_page_t *page);
-TS_HIDDEN bool _ts_page_unpin(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN uint32_t _ts_page_live(const ts_page_t *page);
 TS_HIDDEN void _ts_queue_push_back(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_uncache(ts_heap_t *heap);
 TS_HIDDEN void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
@@ -350,11 +388,12 @@ TS_HIDDEN void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN TS_NOINLINE void _ts_free_slow(void *p);
 TS_HIDDEN TS_NOINLINE void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b);
-/* The batch slot of a page: pages of one segment (192 bytes apart) get
- * distinct slots (3 is odd). */
-TS_INLINE unsigned ts_rbatch_slot(const ts_page_t *page) {
-    uintptr_t a = (uintptr_t)page;
-    return (unsigned)((a >> 6) ^ (a >> TS_SEGMENT_SHIFT)) & (TS_RBATCH_SLOTS - 1);
+/* The batch slot of a page (page->rslot, set when its segment is formatted):
+ * pages of one segment get distinct slots (up to 16 apart), segments differ
+ * by an offset. */
+TS_INLINE unsigned ts_rbatch_slot_for(const ts_segment_t *seg, unsigned index) {
+    uintptr_t a = (uintptr_t)seg >> TS_SEGMENT_SHIFT;
+    return (unsigned)(index + a + (a >> 4)) & (TS_RBATCH_SLOTS - 1);
 }
 TS_HIDDEN TS_NOINLINE void _ts_page_became_empty(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail,

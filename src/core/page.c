@@ -1,26 +1,30 @@
-/* Pages: the runs of one size class a heap allocates from, their two free
- * lists, and the heap's per-class queues of pages.
+/* Pages: the runs of one size class a heap allocates from, their free lists,
+ * the heap's per-class queues of pages, and the allocation slow path.
  *
  * A page of a heap is in exactly one of: the queue of its class (it may have
- * room; the first page of the queue is the "head", the one heap->direct[]
- * points at), or the heap's full list (no room; page->owner carries
- * TS_OWNER_FULL and thread_free is in the NOTIFY state so the next remote free
- * tells the heap).
+ * room; the first page of the queue is the "head", heap->head[cls]), or the
+ * heap's full list (no room; page->owner carries TS_OWNER_FULL and
+ * thread_free is in the NOTIFY state so the next remote free tells the heap).
+ *
+ * List classes (blocks up to 64 KiB, small and medium pages): while a page is
+ * the head ("installed": page->owner carries TS_OWNER_HEAD, heap->direct[]
+ * and heap->head[] point at it) malloc pops its free list and the owner's
+ * frees push onto it without counting `used`; `used` counts all its free
+ * blocks as out, and the list's length is subtracted when it stops being
+ * head ("released"). A head is kept while its blocks are all free: that is
+ * the hysteresis at the size-class boundary (a loop that mallocs and frees
+ * one block keeps reusing its page instead of retiring and re-initialising it
+ * on every call). Idle heads are retired by the heap's periodic collection.
+ * Big pages (4 MiB) use the page's own list: an empty big head is kept as
+ * heap->empty_big (one per heap), reused as is by the next request of its
+ * class or re-initialised for another, and retired when idle, so that an idle
+ * thread does not keep one per class resident.
  *
  * Invariants:
- * - The head of a small- or medium-page queue is pinned: its `used` holds one
- *   extra count, so the free fast path never sees it reach zero. That is the
- *   hysteresis at the size-class boundary: a loop that mallocs and frees one
- *   block keeps reusing its page instead of retiring and re-initialising it on
- *   every call. Idle empty heads are retired by the heap's periodic collection.
- *   Big pages (4 MiB) are not pinned, so that an idle thread does not keep one
- *   per class resident: an empty big head is instead kept as heap->empty_big
- *   (one per heap), reused as is by the next request of its class or
- *   re-initialised for another, and retired when idle.
- * - Only the owner thread touches free, used, the queues; other
- *   threads only push onto thread_free (free.c).
- * - A page is retired (returned to its segment) only at used == 0 and never
- *   while a remote freer is between NOTIFYING and NORMAL.
+ * - Only the owner thread touches free, used, the queues; other threads only
+ *   push onto thread_free (free.c).
+ * - A page is retired only at used == 0 (never while it is installed) and
+ *   never while a remote freer is between NOTIFYING and NORMAL.
  */
 #include "core/internal.h"
 
@@ -33,7 +37,18 @@ ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow pat
 #define TS_EXTEND_BYTES 4096
 #define TS_EXTEND_MIN   4
 
-/* ---- queues ---------------------------------------------------------------- */
+/* ---- heads ------------------------------------------------------------------ */
+
+/* The length of a head's free list. A cycle (a block freed twice that the
+ * free path could not see) would make it endless: stop and say so. */
+static uint32_t chain_length(const ts_page_t *page) {
+    uint32_t n = 0;
+    for (const ts_block_t *b = page->free; b; b = b->next)
+        if (++n > page->capacity)
+            _ts_fatal("free(): a %u-byte block was freed twice (its page's free list loops)",
+                      page->block_size);
+    return n;
+}
 
 static void set_direct(ts_heap_t *heap, unsigned cls, ts_page_t *page) {
     const ts_class_info_t *ci = &_ts_classes[cls];
@@ -41,26 +56,37 @@ static void set_direct(ts_heap_t *heap, unsigned cls, ts_page_t *page) {
     heap->head[cls] = page;
 }
 
-static void pin(ts_page_t *page) {
-    if (!page->pinned) {
-        page->pinned = 1;
-        page->used++;
-    }
+/* Make the first page of a queue the head of its class. */
+static void head_install(ts_heap_t *heap, ts_page_t *page) {
+    set_direct(heap, page->cls, page);
+    if (!ts_class_is_list(page->cls)) return;
+    page->is_head = 1;
+    page->used = page->capacity; /* its free blocks (capacity - used of them) count as out */
+    atomic_store_explicit(&page->owner, (uintptr_t)heap | TS_OWNER_HEAD, memory_order_relaxed);
 }
 
-bool _ts_page_unpin(ts_heap_t *heap, ts_page_t *page) {
-    (void)heap;
-    if (!page->pinned) return page->used == 0;
-    page->pinned = 0;
-    return --page->used == 0;
+/* The head stops being head: `used` is exact again. */
+static void head_release(ts_heap_t *heap, ts_page_t *page) {
+    set_direct(heap, page->cls, &_ts_page_empty);
+    if (!page->is_head) return;
+    page->is_head = 0;
+    page->used -= chain_length(page);
+    atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
 }
 
-/* After any change of a queue: pin its first page (small and medium pages)
- * and point direct[] at it. */
+/* Blocks of the page in use (the owner thread only). */
+uint32_t _ts_page_live(const ts_page_t *page) {
+    return page->is_head ? page->used - chain_length(page) : page->used;
+}
+
+/* ---- queues ---------------------------------------------------------------- */
+
+/* After any change of a queue: its first page is the installed head. */
 static void queue_fix_head(ts_heap_t *heap, unsigned cls) {
-    ts_page_t *first = heap->queue[cls].first;
-    if (first && first->block_size <= TS_MEDIUM_PAGE_MAX) pin(first);
-    set_direct(heap, cls, first ? first : &_ts_page_empty);
+    ts_page_t *first = heap->queue[cls].first, *cur = heap->head[cls];
+    if (cur == (first ? first : &_ts_page_empty)) return;
+    if (cur != &_ts_page_empty) head_release(heap, cur);
+    if (first) head_install(heap, first);
 }
 
 static void list_unlink(ts_page_queue_t *q, ts_page_t *page) {
@@ -92,7 +118,8 @@ void _ts_queue_push_back(ts_heap_t *heap, ts_page_t *page) {
     if (was_empty) queue_fix_head(heap, page->cls);
 }
 
-/* Only called when the queue is empty (every earlier page went to full). */
+/* A fresh page becomes the head; normally the queue is empty (every earlier
+ * page went to full), but an adoption may just have queued pages. */
 static void queue_push_front(ts_heap_t *heap, ts_page_t *page) {
     ts_page_queue_t *q = &heap->queue[page->cls];
     page->prev = NULL;
@@ -104,19 +131,15 @@ static void queue_push_front(ts_heap_t *heap, ts_page_t *page) {
     ts_page_t *old = q->first;
     q->first = page;
     queue_fix_head(heap, page->cls);
-    if (old && _ts_page_unpin(heap, old)) _ts_page_retire(heap, old);
+    if (old && old->used == 0) _ts_page_retire(heap, old);
 }
 
-/* Remove from its queue; a removed head is unpinned (the caller looks at
- * used), and the next page becomes the head. */
+/* Remove from its queue; a removed head gives its blocks back first (the
+ * caller looks at used), and the next page becomes the head. */
 static void queue_remove(ts_heap_t *heap, ts_page_t *page) {
-    ts_page_queue_t *q = &heap->queue[page->cls];
-    bool was_first = q->first == page;
-    list_unlink(q, page);
-    if (was_first) {
-        _ts_page_unpin(heap, page);
-        queue_fix_head(heap, page->cls);
-    }
+    if (heap->head[page->cls] == page) head_release(heap, page);
+    list_unlink(&heap->queue[page->cls], page);
+    queue_fix_head(heap, page->cls);
 }
 
 /* ---- one page ---------------------------------------------------------------- */
@@ -124,20 +147,21 @@ static void queue_remove(ts_heap_t *heap, ts_page_t *page) {
 static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     const ts_class_info_t *ci = &_ts_classes[cls];
     page->block_size = ci->size;
-    page->magic = ci->magic;
+    page->inv = ci->inv;
+    page->tz = ci->tz;
     page->reserved = page->area / ci->size;
     page->cls = (uint8_t)cls;
     page->capacity = 0;
-    atomic_store_explicit(&page->bytes, 0, memory_order_relaxed);
+    atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
     page->free = NULL;
     page->used = 0;
-    page->pinned = page->in_full = 0;
+    page->is_head = page->in_full = 0;
     page->next = page->prev = NULL;
     atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
 }
 
-/* Carve the next blocks into the (empty) free list. */
+/* Carve the next blocks into the (empty) free list; a head counts them as out. */
 static bool page_extend(ts_page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (!left) return false;
@@ -151,25 +175,27 @@ static bool page_extend(ts_page_t *page) {
     ((ts_block_t *)b)->next = NULL;
     page->free = (ts_block_t *)first;
     page->capacity += n;
-    atomic_store_explicit(&page->bytes, (size_t)page->capacity * bs, memory_order_release);
+    if (page->is_head) page->used += n;
+    atomic_store_explicit(&page->carved, page->capacity, memory_order_release);
     return true;
 }
 
 /* Take the blocks other threads freed; they become the free list (which is
- * empty when this is called). No walk: the count travels in the word. */
+ * empty when this is called, or the page is about to be retired). A head's
+ * stay counted in used. No walk to count them: the count travels in the word. */
 static void page_take_remote(ts_page_t *page) {
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &w,
                                                   ts_tf_make(NULL, 0, ts_tf_state(w)),
                                                   memory_order_acquire, memory_order_relaxed)) {
     }
-    page->free = ts_tf_ptr(w);
-    page->used -= ts_tf_count(w);
+    ts_block_t *list = ts_tf_ptr(w);
+    page->free = list;
+    if (!page->is_head) page->used -= ts_tf_count(w);
     /* Touch the first blocks now: these lines were written by the freeing
      * thread, and one tight walk over them (which the hardware prefetcher
      * follows) costs less than one miss in each of the next mallocs. */
-    ts_block_t *b = page->free;
-    for (int i = 0; b && i < 64; i++) b = *(ts_block_t *volatile *)&b->next;
+    for (int i = 0; list && i < 64; i++) list = *(ts_block_t *volatile *)&list->next;
 }
 
 /* Find blocks for an empty free list: other threads' frees first, then
@@ -192,8 +218,9 @@ static void wait_briefly(unsigned *spins) {
     }
 }
 
-/* Move an exhausted page to the full list. False when blocks arrived from
- * other threads meanwhile (they are now its free list and it stays). */
+/* Move an exhausted page (the head of its queue) to the full list. False
+ * when blocks arrived from other threads meanwhile (they are now its free
+ * blocks and it stays). */
 static bool page_to_full(ts_heap_t *heap, ts_page_t *page) {
     unsigned spins = 0;
     for (;;) {
@@ -265,7 +292,6 @@ void _ts_page_retire(ts_heap_t *heap, ts_page_t *page) {
     }
     page->free = NULL;
     page->used = 0;
-    page->pinned = 0;
     atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
     _ts_segment_page_free(heap, page);
@@ -280,7 +306,6 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
     } else {
         queue_remove(heap, page);
     }
-    _ts_page_unpin(heap, page);
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
     if (ts_tf_count(w) == page->used) {
         page->used = 0;
@@ -298,7 +323,7 @@ void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     if (block == page->free) _ts_double_free("free", block);
     block->next = page->free;
     page->free = block;
-    if (--page->used == 0) _ts_page_retire(heap, page);
+    if (!page->is_head && --page->used == 0) _ts_page_retire(heap, page);
 }
 
 /* ---- allocation slow path ------------------------------------------------------- */
@@ -351,7 +376,7 @@ void _ts_page_uncache(ts_heap_t *heap) {
     _ts_segment_page_free(heap, page);
 }
 
-/* used == 0 on the free fast path (a page that is not pinned). */
+/* used == 0 on the free fast path (a page that is not a head). */
 void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
     if (page->block_size > TS_MEDIUM_PAGE_MAX && heap->queue[page->cls].first == page)
         page_cache(heap, page);
@@ -359,18 +384,25 @@ void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
         _ts_page_retire(heap, page);
 }
 
+/* Allocations of a class by this heap so far (fast path and slow path). */
+static uint64_t class_allocs(const ts_heap_t *heap, unsigned cls) {
+    const ts_class_info_t *ci = &_ts_classes[cls];
+    uint64_t n = heap->alloc_class[cls];
+    for (unsigned s = ci->direct_lo; s <= ci->direct_hi; s++) n += heap->alloc_slot[s];
+    return n;
+}
+
 void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
     ts_page_queue_t *q = &heap->queue[cls];
     ts_page_t *page = q->first;
     ts_block_t *block;
-    if (page && (block = page->free) != NULL) goto pop; /* sizes above the direct table */
+    if (page && (block = page->free) != NULL) goto pop; /* e.g. aligned or calloc requests */
     _ts_heap_slow_tick(heap);
     for (unsigned round = 0;; round++) {
         page = q->first;
         while (page && !page->free && !page_refill(page)) {
-            ts_page_t *next = page->next;
             if (!page_to_full(heap, page)) break;
-            page = next;
+            page = q->first; /* the next page is the head now */
         }
         if (page) break;
         bool adopted = false;
@@ -381,17 +413,9 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
     block = page->free;
 pop:
     page->free = block->next;
-    page->used++;
+    if (!page->is_head) page->used++;
     heap->alloc_class[cls]++;
     return block;
-}
-
-/* Allocations of a class by this heap so far (fast path and slow path). */
-static uint64_t class_allocs(const ts_heap_t *heap, unsigned cls) {
-    const ts_class_info_t *ci = &_ts_classes[cls];
-    uint64_t n = heap->alloc_class[cls];
-    for (unsigned s = ci->direct_lo; s <= ci->direct_hi; s++) n += heap->alloc_slot[s];
-    return n;
 }
 
 /* Idle-page collection (heap.c calls it about every purge delay): retire
@@ -409,15 +433,21 @@ void _ts_pages_collect(ts_heap_t *heap, bool force) {
         heap->allocs_seen[cls] = allocs;
         while (page) {
             ts_page_t *next = page->next;
+            if (page->is_head) {
+                if (!force && !idle) {
+                    page = next;
+                    continue;
+                }
+                head_release(heap, page); /* used is exact again; installed again below */
+            }
             uint32_t pending =
                 ts_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
-            uint32_t live = page->used - page->pinned;
-            if (live == pending && (!page->pinned || force || idle)) {
+            if (page->used == pending) { /* every block handed out came back */
                 if (pending) page_take_remote(page);
-                _ts_page_unpin(heap, page);
                 if (page->used == 0) _ts_page_retire(heap, page); /* `next` stays queued */
             }
             page = next;
         }
+        queue_fix_head(heap, cls);
     }
 }

@@ -185,15 +185,16 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
             ts_page_set_state(page, TS_PAGE_HEADER);
             page->start = 0;
             page->area = 0;
-            atomic_store_explicit(&page->bytes, 0, memory_order_relaxed);
+            atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
             continue;
         }
         size_t offset = (size_t)i << shift;
         size_t skip = offset < TS_SEGMENT_HEADER ? TS_SEGMENT_HEADER - offset : 0;
         page->start = (uintptr_t)seg + offset + skip;
         page->area = (uint32_t)(((size_t)1 << shift) - skip);
+        page->rslot = (uint8_t)ts_rbatch_slot_for(seg, i);
         ts_page_set_state(page, TS_PAGE_FREE_CLEAN);
-        atomic_store_explicit(&page->bytes, 0, memory_order_relaxed);
+        atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
         seg->free_mask |= (uint64_t)1 << i;
     }
     ts_spin_unlock(&seg->lock);
@@ -402,7 +403,7 @@ static void heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
     for (unsigned i = seg->first_page; i < seg->page_count; i++) {
         ts_page_t *page = &seg->pages[i];
         if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
-        page->pinned = 0;
+        page->is_head = 0;
         page->in_full = 0;
         page->next = page->prev = NULL;
         atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
@@ -566,20 +567,22 @@ void _ts_segments_atfork_child(void) {
 }
 
 /* For statistics: live blocks per class, counted from the pages in use
- * (racy reads: a snapshot). Blocks waiting in a freeing thread's batch still
- * count as live. */
+ * (racy reads: a snapshot). Blocks waiting in a freeing thread's batch count
+ * as live, and so do the free blocks of other threads' head pages (only the
+ * owner may walk a head's list: see internal.h on `used`). */
 void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]) {
+    uintptr_t self = (uintptr_t)_ts_tls_heap;
     pthread_mutex_lock(&registry_lock);
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
         for (unsigned i = seg->first_page; i < seg->page_count; i++) {
             const ts_page_t *page = &seg->pages[i];
             if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
-            uint32_t used = *(const volatile uint32_t *)&page->used;
+            uint32_t used = ts_page_owner(page) == (self | TS_OWNER_HEAD)
+                                ? _ts_page_live(page)
+                                : *(const volatile uint32_t *)&page->used;
             uint32_t pending =
                 ts_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
-            uint32_t pinned = *(const volatile uint8_t *)&page->pinned;
-            if (used > pending + pinned && page->cls < TS_CLASS_COUNT)
-                live[page->cls] += used - pending - pinned;
+            if (used > pending && page->cls < TS_CLASS_COUNT) live[page->cls] += used - pending;
         }
     }
     pthread_mutex_unlock(&registry_lock);

@@ -5,8 +5,9 @@
  * k = 1..4, up to 512 KiB. That gives 56 classes. The worst-case waste of a
  * request is one step (under 25% of the request, e.g. 129 B -> 160 B); the
  * average waste over the sizes of a doubling stays under 12.5%.
- * ts_class_of() (internal.h) computes the class arithmetically; the table
- * here adds what the slow paths need (page kind, direct slots, division magic).
+ * ts_class_of() (internal.h) computes the class arithmetically; the tables
+ * here add what the other paths need (page kind, direct slots, the class of
+ * sizes above the direct table, the block-boundary test's inverse).
  *
  * Invariants: _ts_classes[] is strictly increasing; every size maps to the
  * smallest class that holds it; a class >= 4 * align is a multiple of align
@@ -16,6 +17,16 @@
 
 ts_class_info_t _ts_classes[TS_CLASS_COUNT];
 uint8_t _ts_class_by_256[TS_CLASS_BY_256_MAX / 256];
+
+_Static_assert(TS_LIST_CLASS_LAST + 1 < TS_CLASS_COUNT, "big classes follow the list classes");
+
+/* The inverse of an odd number modulo 2^64 (Newton's iteration doubles the
+ * correct low bits each step: 3, 6, 12, 24, 48, 96). */
+static uint64_t inverse_of_odd(uint64_t odd) {
+    uint64_t x = odd; /* correct to 3 bits: odd * odd = 1 mod 8 */
+    for (int i = 0; i < 5; i++) x *= 2 - odd * x;
+    return x;
+}
 
 static size_t class_size_by_rule(unsigned cls) {
     if (cls < 8) return (size_t)16 * (cls + 1);
@@ -32,7 +43,8 @@ void _ts_sizeclass_init(void) {
         ci->kind = size <= TS_SMALL_PAGE_MAX    ? TS_KIND_SMALL
                    : size <= TS_MEDIUM_PAGE_MAX ? TS_KIND_MEDIUM
                                                 : TS_KIND_BIG;
-        ci->magic = ts_magic_of(size);
+        ci->tz = (uint8_t)__builtin_ctzl(size);
+        ci->inv = inverse_of_odd(size >> ci->tz);
         ci->direct_lo = 1;
         ci->direct_hi = 0;
     }

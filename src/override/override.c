@@ -25,14 +25,28 @@
 
 _TS_D_DECLARE(TS_DESIGN)
 
+/* A design may give the fast paths of malloc and free as inline functions in
+ * a header (ts_add_design(... INLINE_HEADER <header>)) that defines
+ * TS_DESIGN_MALLOC_INLINE and TS_DESIGN_FREE_INLINE: malloc and free are then
+ * those fast paths, without a jump into the design. */
+#ifdef TS_DESIGN_INLINE_HEADER
+#include TS_DESIGN_INLINE_HEADER
+#endif
+#ifndef TS_DESIGN_MALLOC_INLINE
+#define TS_DESIGN_MALLOC_INLINE _TS_D(malloc)
+#endif
+#ifndef TS_DESIGN_FREE_INLINE
+#define TS_DESIGN_FREE_INLINE _TS_D(free)
+#endif
+
 #define TS_ALIAS(name) __attribute__((alias(#name), copy(name), visibility("default")))
 
 TS_EXPORT void *malloc(size_t size) {
-    return _TS_D(malloc)(size);
+    return TS_DESIGN_MALLOC_INLINE(size);
 }
 
 TS_EXPORT void free(void *ptr) {
-    _TS_D(free)(ptr);
+    TS_DESIGN_FREE_INLINE(ptr);
 }
 
 TS_EXPORT void *calloc(size_t count, size_t size) {

@@ -29,7 +29,9 @@ static void run(void *(*fn)(void *)) {
     CHECK(pthread_join(t, NULL) == 0);
 }
 
-/* A fresh page hands out consecutive blocks; used counts them (+1 while head). */
+/* A fresh page hands out consecutive blocks. While it is the head of its
+ * class, malloc and free do not count `used` (the free list's length is
+ * subtracted when asked); a page that is not the head counts exactly. */
 static void *one_page(void *arg) {
     (void)arg;
     void *p[100];
@@ -37,9 +39,10 @@ static void *one_page(void *arg) {
     ts_page_t *page = page_of(p[0]);
     CHECK_EQ(page->block_size, 48);
     CHECK_EQ(page->cls, ts_class_of(40));
-    CHECK(page->pinned);
-    CHECK_EQ(page->used, 100 + 1);
-    CHECK_EQ(ts_page_owner(page), (uintptr_t)_ts_tls_heap);
+    CHECK(page->is_head);
+    CHECK_EQ(_ts_page_live(page), 100);
+    CHECK_EQ(page->used, page->capacity); /* a head counts its free blocks as out */
+    CHECK_EQ(ts_page_owner(page), (uintptr_t)_ts_tls_heap | TS_OWNER_HEAD);
     CHECK_EQ(page->state, TS_PAGE_IN_USE);
     for (int i = 0; i < 100; i++) {
         CHECK(page_of(p[i]) == page);
@@ -47,10 +50,33 @@ static void *one_page(void *arg) {
         CHECK_EQ(malloc_usable_size(p[i]), 48);
     }
     for (int i = 0; i < 100; i++) free(p[i]);
-    CHECK_EQ(page->used, 1); /* the pinned head stays, empty */
+    CHECK_EQ(_ts_page_live(page), 0); /* the head stays, empty */
     void *q = malloc(33);
     CHECK(page_of(q) == page); /* ... and serves the next request */
     free(q);
+
+    /* Fill the page: it goes to the full list with every block counted; the
+     * next page is the head. Frees into it count exactly. */
+    void **all = malloc(page->reserved * sizeof *all);
+    uint32_t n = 0;
+    for (;;) {
+        void *b = malloc(48);
+        if (page_of(b) != page) {
+            free(b);
+            break;
+        }
+        all[n++] = b;
+    }
+    CHECK_EQ(n, page->reserved);
+    CHECK(page->in_full && !page->is_head && page->used == page->reserved);
+    CHECK_EQ(ts_page_owner(page), (uintptr_t)_ts_tls_heap | TS_OWNER_FULL);
+    for (uint32_t i = 0; i < 10; i++) free(all[i]);
+    CHECK(!page->in_full && !page->is_head);
+    CHECK_EQ(page->used, page->reserved - 10);
+    CHECK_EQ(ts_page_owner(page), (uintptr_t)_ts_tls_heap);
+    for (uint32_t i = 10; i < n; i++) free(all[i]);
+    CHECK(page->state != TS_PAGE_IN_USE || ts_page_owner(page) != (uintptr_t)_ts_tls_heap);
+    free(all);
     return NULL;
 }
 
@@ -236,6 +262,48 @@ static void *calloc_realloc(void *arg) {
     return NULL;
 }
 
+/* Statistics count the calling thread's live blocks exactly, although its
+ * head pages do not count them on the fast paths. */
+static void *stats_exact(void *arg) {
+    (void)arg;
+    unsigned c = ts_class_of(200);
+    uint64_t before[TS_CLASS_COUNT] = {0}, during[TS_CLASS_COUNT] = {0};
+    _ts_segments_live(before);
+    enum { N = 1000 };
+    void **p = malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++) p[i] = malloc(200);
+    for (int i = 0; i < N; i += 3) free(p[i]); /* into the head and into full pages */
+    _ts_segments_live(during);
+    CHECK_EQ(during[c] - before[c], N - (N + 2) / 3);
+    for (int i = 0; i < N; i++)
+        if (i % 3) free(p[i]);
+    memset(during, 0, sizeof during); /* it adds to what it is given */
+    _ts_segments_live(during);
+    CHECK_EQ(during[c], before[c]);
+    free(p);
+    return NULL;
+}
+
+/* A block freed twice, but not twice in a row, gets past the free fast path
+ * and makes its page's list loop; the walk that gives a head's blocks back
+ * (here: malloc_trim) stops with a message instead of running forever. */
+static void free_twice_apart(void *arg) {
+    (void)arg;
+    char *volatile a = malloc(64);
+    char *volatile b = malloc(64);
+    free(a);
+    free(b);
+    free(a);
+    malloc_trim(0);
+}
+
+static void *double_free_loop(void *arg) {
+    (void)arg;
+    CHECK(ts_expect_abort(free_twice_apart, NULL,
+                          "tsalloc: free(): a 64-byte block was freed twice"));
+    return NULL;
+}
+
 int main(void) {
     free(malloc(1));
     run(one_page);
@@ -246,6 +314,8 @@ int main(void) {
     test_full_list();
     run(aligned);
     run(calloc_realloc);
+    run(stats_exact);
+    run(double_free_loop);
     printf("ok\n");
     return 0;
 }

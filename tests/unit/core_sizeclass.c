@@ -4,11 +4,12 @@
  *   four classes per doubling ending on the power of two, up to 512 KiB;
  * - waste: below one step (under 25% of the request) for every size above
  *   128 B, and on average under 12.5% over the sizes of each doubling;
- * - page kinds, blocks per page, the direct table, the division magic, and
+ * - page kinds, blocks per page, the direct table, the block-boundary test, and
  *   the classes chosen for aligned requests.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "core/internal.h"
@@ -68,6 +69,7 @@ static void test_pages(void) {
                         : ci->size <= TS_MEDIUM_PAGE_MAX ? TS_KIND_MEDIUM
                                                          : TS_KIND_BIG;
         CHECK_EQ(ci->kind, expect);
+        CHECK_EQ(ts_class_is_list(c), ci->kind != TS_KIND_BIG); /* heads without counting */
         size_t areas[2] = {page[ci->kind], page[ci->kind] - TS_SEGMENT_HEADER};
         for (int k = 0; k < 2; k++) {
             size_t a = areas[k];
@@ -100,18 +102,45 @@ static void test_direct(void) {
     CHECK_EQ(covered, TS_DIRECT_SLOTS);
 }
 
-/* The multiply-and-compare test agrees with % for every offset in a page. */
-static void test_magic(void) {
+/* The block-boundary test (multiply by the inverse, rotate, compare with the
+ * carved count) agrees with % and the carved range for every offset in a
+ * page, and rejects offsets below the page start and far beyond it. */
+static bool boundary_by_division(uint64_t off, uint64_t size, uint64_t carved) {
+    return off % size == 0 && off / size < carved;
+}
+
+static void test_block_boundary(void) {
     uint64_t rng = 1;
     for (unsigned c = 0; c < TS_CLASS_COUNT; c++) {
-        uint64_t size = _ts_classes[c].size, magic = _ts_classes[c].magic;
-        CHECK_EQ(magic, ts_magic_of(size));
-        for (uint64_t off = 0; off < 4 * 1024 * 1024; off += 16)
-            CHECK_MSG((off * magic < magic) == (off % size == 0), "class %u offset %llu", c,
-                      (unsigned long long)off);
-        for (int i = 0; i < 100000; i++) {
-            uint64_t off = ts_rand(&rng) % (4u << 20);
-            CHECK((off * magic < magic) == (off % size == 0));
+        const ts_class_info_t *ci = &_ts_classes[c];
+        uint64_t size = ci->size;
+        CHECK_EQ((size >> ci->tz) & 1, 1);
+        CHECK_EQ((size >> ci->tz) * ci->inv, 1); /* the inverse, modulo 2^64 */
+        ts_page_t page;
+        memset(&page, 0, sizeof page);
+        page.start = (uintptr_t)1 << 40;
+        page.inv = ci->inv;
+        page.tz = ci->tz;
+        uint64_t area = (uint64_t)4 << 20;
+        uint64_t carveds[] = {0, 1, 7, area / size / 2, area / size};
+        for (unsigned k = 0; k < sizeof carveds / sizeof carveds[0]; k++) {
+            uint64_t carved = carveds[k];
+            atomic_store(&page.carved, carved);
+            for (uint64_t off = 0; k == 4 && off < area; off += 16)
+                CHECK_MSG(ts_page_block_ok(&page, page.start + off) ==
+                              boundary_by_division(off, size, carved),
+                          "class %u carved %llu offset %llu", c, (unsigned long long)carved,
+                          (unsigned long long)off);
+            for (int i = 0; i < 10000; i++) {
+                uint64_t off = ts_rand(&rng) % (area + 4096);
+                CHECK(ts_page_block_ok(&page, page.start + off) ==
+                      boundary_by_division(off, size, carved));
+                /* Below the start (a header), and anywhere in the address space. */
+                CHECK(!ts_page_block_ok(&page, page.start - 1 - ts_rand(&rng) % area));
+                uint64_t any = ts_rand(&rng);
+                CHECK(ts_page_block_ok(&page, page.start + any) ==
+                      boundary_by_division(any, size, carved));
+            }
         }
     }
 }
@@ -143,7 +172,7 @@ int main(void) {
     test_pages();
     test_direct();
     test_class_table();
-    test_magic();
+    test_block_boundary();
     test_aligned();
     printf("ok: %d classes, %u .. %u bytes\n", TS_CLASS_COUNT, _ts_classes[0].size,
            _ts_classes[TS_CLASS_COUNT - 1].size);

@@ -38,6 +38,8 @@ TS_INLINE bool ts_is_pow2(size_t x) {
     return x && !(x & (x - 1));
 }
 
+/* Print "tsalloc: <formatted message>\n" to stderr (the _ts_format subset). */
+TS_HIDDEN void _ts_vmessage(const char *fmt, va_list ap);
 /* Print "tsalloc: <formatted message>\n" to stderr and abort(). */
 TS_HIDDEN TS_NORETURN void _ts_fatal(const char *fmt, ...);
 /* The message every design uses for a pointer it does not own, or a detected

@@ -62,16 +62,10 @@ uint64_t _ts_purge_delay_ns(void) {
 
 void _ts_verbose(int level, const char *fmt, ...) {
     if (_ts_option(TS_OPT_VERBOSE) < level) return;
-    char buf[256];
-    int n = _ts_format(buf, sizeof buf, "tsalloc: ");
     va_list ap;
     va_start(ap, fmt);
-    int m = _ts_vformat(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    _ts_vmessage(fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (size_t)m;
-    if (len > sizeof buf - 2) len = sizeof buf - 2;
-    buf[len++] = '\n';
-    _ts_os_write_stderr(buf, len);
 }
 
 static int find_option(const char *name) {

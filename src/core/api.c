@@ -11,7 +11,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "designs/design.h"
+#define TS_DESIGN core /* designs/family.h calls _ts_core_* */
+#include "designs/family.h"
 #include "tsalloc.h"
 
 TS_DESIGN_DECLARE(core)
@@ -124,30 +125,15 @@ TS_EXPORT void ts_free(void *ptr) {
 }
 
 TS_EXPORT void *ts_calloc(size_t count, size_t size) {
-    size_t total;
-    if (__builtin_mul_overflow(count, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return _ts_core_calloc(total);
+    return ts_family_calloc(count, size);
 }
 
 TS_EXPORT void *ts_realloc(void *ptr, size_t size) {
-    if (!ptr) return _ts_core_malloc(size);
-    if (!size) {
-        _ts_core_free(ptr);
-        return NULL;
-    }
-    return _ts_core_realloc(ptr, size);
+    return ts_family_realloc(ptr, size);
 }
 
 TS_EXPORT void *ts_aligned_alloc(size_t align, size_t size) {
-    if (!ts_is_pow2(align)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    if (align <= TS_MIN_ALIGN) return _ts_core_malloc(size);
-    return _ts_core_memalign(align, size);
+    return ts_family_aligned_alloc(align, size);
 }
 
 TS_EXPORT size_t ts_usable_size(const void *ptr) {

@@ -11,7 +11,7 @@
  *   aligned_alloc and posix_memalign reject it with EINVAL.
  * - Lock order at fork: every design lock, then the OS layer's sbrk lock.
  */
-#include "designs/design.h"
+#include "designs/family.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -22,8 +22,6 @@
 #ifndef TS_DESIGN
 #error "compile the shim with -DTS_DESIGN=<design identifier>"
 #endif
-
-_TS_D_DECLARE(TS_DESIGN)
 
 /* A design may give the fast paths of malloc and free as inline functions in
  * a header (ts_add_design(... INLINE_HEADER <header>)) that defines
@@ -50,21 +48,11 @@ TS_EXPORT void free(void *ptr) {
 }
 
 TS_EXPORT void *calloc(size_t count, size_t size) {
-    size_t total;
-    if (ts_unlikely(__builtin_mul_overflow(count, size, &total))) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return _TS_D(calloc)(total);
+    return ts_family_calloc(count, size);
 }
 
 TS_EXPORT void *realloc(void *ptr, size_t size) {
-    if (ptr == NULL) return _TS_D(malloc)(size);
-    if (size == 0) { /* glibc: free and return NULL */
-        _TS_D(free)(ptr);
-        return NULL;
-    }
-    return _TS_D(realloc)(ptr, size);
+    return ts_family_realloc(ptr, size);
 }
 
 TS_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
@@ -76,33 +64,18 @@ TS_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
     return realloc(ptr, total);
 }
 
-/* align: any value; rounds up to a power of two as glibc's memalign does. */
-static void *aligned(size_t align, size_t size) {
-    if (align <= TS_MIN_ALIGN) return _TS_D(malloc)(size);
-    if (align > SIZE_MAX / 2 + 1) {
-        errno = EINVAL;
-        return NULL;
-    }
-    if (!ts_is_pow2(align)) align = (size_t)1 << (64 - __builtin_clzl(align));
-    return _TS_D(memalign)(align, size);
-}
-
 TS_EXPORT void *memalign(size_t align, size_t size) {
-    return aligned(align, size);
+    return ts_family_memalign(align, size);
 }
 
 TS_EXPORT void *aligned_alloc(size_t align, size_t size) {
-    if (!ts_is_pow2(align)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return aligned(align, size);
+    return ts_family_aligned_alloc(align, size);
 }
 
 TS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     if (!ts_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
     int saved = errno;
-    void *p = aligned(align, size);
+    void *p = ts_family_memalign(align, size);
     if (!p) {
         int err = errno == EINVAL ? EINVAL : ENOMEM;
         errno = saved;
@@ -113,7 +86,7 @@ TS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
 }
 
 TS_EXPORT void *valloc(size_t size) {
-    return aligned(_ts_os_page_size(), size);
+    return ts_family_memalign(_ts_os_page_size(), size);
 }
 
 TS_EXPORT void *pvalloc(size_t size) {
@@ -123,7 +96,7 @@ TS_EXPORT void *pvalloc(size_t size) {
         return NULL;
     }
     size_t rounded = ts_align_up(size, page);
-    return aligned(page, rounded ? rounded : page);
+    return ts_family_memalign(page, rounded ? rounded : page);
 }
 
 TS_EXPORT size_t malloc_usable_size(void *ptr) {

@@ -282,19 +282,25 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
 }
 
 /* used == 0: hand the page back to its segment. */
-void _ts_page_retire(ts_heap_t *heap, ts_page_t *page) {
+/* A page no heap list holds any more goes back to its segment, once a remote
+ * freer's notification hand-over (if any) is finished. */
+static void page_release(ts_heap_t *heap, ts_page_t *page) {
     _ts_page_settle_notify(page);
+    page->free = NULL;
+    page->used = 0;
+    atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
+    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+    _ts_segment_page_free(heap, page);
+}
+
+void _ts_page_retire(ts_heap_t *heap, ts_page_t *page) {
     if (page->in_full) {
         list_unlink(&heap->full, page);
         page->in_full = 0;
     } else {
         queue_remove(heap, page);
     }
-    page->free = NULL;
-    page->used = 0;
-    atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
-    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
-    _ts_segment_page_free(heap, page);
+    page_release(heap, page);
 }
 
 /* The heap lets go of a page (thread exit): retired when every block is back,
@@ -368,12 +374,7 @@ void _ts_page_uncache(ts_heap_t *heap) {
     if (!page) return;
     heap->empty_big = NULL;
     page->cached = 0;
-    _ts_page_settle_notify(page);
-    page->free = NULL;
-    page->used = 0;
-    atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
-    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
-    _ts_segment_page_free(heap, page);
+    page_release(heap, page);
 }
 
 /* used == 0 on the free fast path (a page that is not a head). */

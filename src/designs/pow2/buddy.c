@@ -100,24 +100,33 @@ static inline pow2_part_t *my_part(void) {
 
 /* ---- free lists ------------------------------------------------------------- */
 
+/* The doubly linked lists behind both the free lists and the lazy lists. */
+static inline void dlist_push(pow2_free_t **head, pow2_free_t *b) {
+    b->prev = NULL;
+    b->next = *head;
+    if (b->next) b->next->prev = b;
+    *head = b;
+}
+
+static inline void dlist_unlink(pow2_free_t **head, pow2_free_t *b) {
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        *head = b->next;
+    if (b->next) b->next->prev = b->prev;
+}
+
 static inline void list_push(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
     unsigned slot = k - POW2_MIN_ORDER;
     pow2_set_hdr(b, k, POW2_FREE, 0);
-    b->prev = NULL;
-    b->next = pt->lists[slot];
-    if (b->next) b->next->prev = b;
-    pt->lists[slot] = b;
+    dlist_push(&pt->lists[slot], b);
     pt->nonempty |= 1u << slot;
     pt->free_bytes += (size_t)1 << k;
 }
 
 static inline void list_unlink(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
     unsigned slot = k - POW2_MIN_ORDER;
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        pt->lists[slot] = b->next;
-    if (b->next) b->next->prev = b->prev;
+    dlist_unlink(&pt->lists[slot], b);
     if (!pt->lists[slot]) pt->nonempty &= ~(1u << slot);
     pt->free_bytes -= (size_t)1 << k;
 }
@@ -146,21 +155,14 @@ static inline void lazy_push(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
     unsigned slot = k - POW2_MIN_ORDER;
     b->hdr.state = POW2_LAZY;
     b->hdr.offset = 0; /* a memalign block's; reused as a plain block */
-    b->prev = NULL;
-    b->next = pt->lazy[slot];
-    if (b->next) b->next->prev = b;
-    pt->lazy[slot] = b;
+    dlist_push(&pt->lazy[slot], b);
     pt->lazy_count[slot]++;
     pt->free_bytes += (size_t)1 << k;
 }
 
 static inline void lazy_unlink(pow2_part_t *pt, pow2_free_t *b, unsigned k) {
     unsigned slot = k - POW2_MIN_ORDER;
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        pt->lazy[slot] = b->next;
-    if (b->next) b->next->prev = b->prev;
+    dlist_unlink(&pt->lazy[slot], b);
     pt->lazy_count[slot]--;
     pt->free_bytes -= (size_t)1 << k;
 }

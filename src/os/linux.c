@@ -181,13 +181,6 @@ bool _ts_os_purge(void *addr, size_t size) {
     return madvise(addr, size, MADV_DONTNEED) == 0;
 }
 
-bool _ts_os_purge_lazy(void *addr, size_t size) {
-#ifdef MADV_FREE
-    if (madvise(addr, size, MADV_FREE) == 0) return true;
-#endif
-    return _ts_os_purge(addr, size);
-}
-
 void _ts_os_name(void *addr, size_t size, const char *name) {
     int saved = errno;
     (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, size, (unsigned long)name);
@@ -327,12 +320,6 @@ uint64_t _ts_os_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void _ts_os_sleep_ns(uint64_t ns) {
-    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
 }
 
 size_t _ts_os_rss_bytes(void) {

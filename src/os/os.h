@@ -44,8 +44,6 @@ TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, vo
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */
 TS_HIDDEN bool _ts_os_purge(void *addr, size_t size);
-/* Let the kernel reclaim the pages lazily (MADV_FREE, falling back to purge). */
-TS_HIDDEN bool _ts_os_purge_lazy(void *addr, size_t size);
 /* Name a mapping in /proc/self/maps (PR_SET_VMA_ANON_NAME); best effort. */
 TS_HIDDEN void _ts_os_name(void *addr, size_t size, const char *name);
 
@@ -74,8 +72,6 @@ TS_HIDDEN void _ts_os_yield(void);
 TS_HIDDEN uint64_t _ts_os_now_ns(void);
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
 TS_HIDDEN size_t _ts_os_rss_bytes(void);
-/* Sleep for `ns` nanoseconds (used by background purging only). */
-TS_HIDDEN void _ts_os_sleep_ns(uint64_t ns);
 
 /* Test-only failure hook: make the OS say no.
  * After `skip` more successful calls of the operations in `ops` (a mask of

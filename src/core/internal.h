@@ -33,8 +33,8 @@
  *   rejected without touching their memory.
  *
  * Lock order (outermost first): orphan_lock, heap pool lock, abandoned lock,
- * segment cache lock, registry lock, segment spinlocks, large-table stripes,
- * large cache lock, purge mutex. No lock is held across pthread_create or any
+ * segment cache lock, registry lock, segment spinlocks, segment reserve lock,
+ * large-table stripes, large cache lock, purge mutex. No lock is held across pthread_create or any
  * call that may allocate.
  */
 #ifndef TS_CORE_INTERNAL_H
@@ -421,6 +421,7 @@ TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
 TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap);
 TS_HIDDEN void _ts_segments_count(size_t *total, size_t *owned);
+TS_HIDDEN size_t _ts_segments_reserved(void); /* reserved, not yet handed out (tests) */
 TS_HIDDEN void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]);
 TS_HIDDEN void _ts_segments_atfork_prepare(void);
 TS_HIDDEN void _ts_segments_atfork_parent(void);

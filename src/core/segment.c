@@ -25,6 +25,15 @@ _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *registry;
 
+/* Address space reserved for segments not mapped yet: one aligned mapping of
+ * TS_SEGMENT_RESERVE segments at a time, so a new segment costs no system
+ * call most of the time (a lone aligned segment costs an mmap and two munmaps,
+ * and each munmap of a multithreaded process interrupts the other CPUs).
+ * Untouched reserved memory costs address space only. Leaf lock. */
+#define TS_SEGMENT_RESERVE 16
+static pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t reserve_next, reserve_end;
+
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *cache_list;
 static size_t cache_count;
@@ -51,8 +60,34 @@ void _ts_spin_lock_slow(_Atomic int *l) {
 
 /* ---- mapping --------------------------------------------------------------- */
 
+static ts_segment_t *segment_reserve_take(void) {
+    ts_segment_t *seg = NULL;
+    pthread_mutex_lock(&reserve_lock);
+    if (reserve_next == reserve_end) {
+        char *r = _ts_os_map_aligned(TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+        if (r) {
+            reserve_next = (uintptr_t)r;
+            reserve_end = (uintptr_t)r + TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE;
+        }
+    }
+    if (reserve_next != reserve_end) {
+        seg = (ts_segment_t *)reserve_next;
+        reserve_next += TS_SEGMENT_SIZE;
+    }
+    pthread_mutex_unlock(&reserve_lock);
+    /* Address space too short for a whole reservation: one segment alone. */
+    return seg ? seg : _ts_os_map_aligned(TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+}
+
+size_t _ts_segments_reserved(void) {
+    pthread_mutex_lock(&reserve_lock);
+    size_t n = (reserve_end - reserve_next) / TS_SEGMENT_SIZE;
+    pthread_mutex_unlock(&reserve_lock);
+    return n;
+}
+
 static ts_segment_t *segment_map_new(void) {
-    ts_segment_t *seg = _ts_os_map_aligned(TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+    ts_segment_t *seg = segment_reserve_take();
     if (!seg) {
         _ts_verbose(1, "cannot map a segment (out of memory)");
         return NULL;
@@ -549,9 +584,11 @@ void _ts_segments_atfork_prepare(void) {
     pthread_mutex_lock(&cache_lock);
     pthread_mutex_lock(&registry_lock);
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_lock(&seg->lock);
+    pthread_mutex_lock(&reserve_lock);
 }
 
 void _ts_segments_atfork_parent(void) {
+    pthread_mutex_unlock(&reserve_lock);
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_unlock(&seg->lock);
     pthread_mutex_unlock(&registry_lock);
     pthread_mutex_unlock(&cache_lock);
@@ -564,6 +601,7 @@ void _ts_segments_atfork_child(void) {
     pthread_mutex_init(&registry_lock, NULL);
     pthread_mutex_init(&cache_lock, NULL);
     pthread_mutex_init(&abandoned_lock, NULL);
+    pthread_mutex_init(&reserve_lock, NULL);
 }
 
 /* For statistics: live blocks per class, counted from the pages in use

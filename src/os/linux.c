@@ -181,9 +181,15 @@ bool _ts_os_purge(void *addr, size_t size) {
     return madvise(addr, size, MADV_DONTNEED) == 0;
 }
 
+/* 0: untried, 1: the kernel names mappings, -1: it cannot (no more calls). */
+static _Atomic int naming;
+
 void _ts_os_name(void *addr, size_t size, const char *name) {
+    if (atomic_load_explicit(&naming, memory_order_relaxed) < 0) return;
     int saved = errno;
-    (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, size, (unsigned long)name);
+    int rc =
+        prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, size, (unsigned long)name);
+    atomic_store_explicit(&naming, rc == 0 ? 1 : -1, memory_order_relaxed);
     errno = saved;
 }
 

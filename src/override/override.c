@@ -211,6 +211,20 @@ void *__libc_valloc(size_t size) TS_ALIAS(valloc);
 void *__libc_pvalloc(size_t size) TS_ALIAS(pvalloc);
 int __posix_memalign(void **out, size_t align, size_t size) TS_ALIAS(posix_memalign);
 
+/* Old binaries still call cfree (glibc keeps it for them), and programs built
+ * against a C23 libc call the sized frees; each must reach this allocator,
+ * never glibc's free with a pointer glibc does not own. */
+void cfree(void *ptr) TS_ALIAS(free);
+TS_EXPORT void free_sized(void *ptr, size_t size) {
+    (void)size;
+    free(ptr);
+}
+TS_EXPORT void free_aligned_sized(void *ptr, size_t align, size_t size) {
+    (void)align;
+    (void)size;
+    free(ptr);
+}
+
 /* fork: the child of a multithreaded parent must find every lock free. */
 static void fork_prepare(void) {
     _TS_D(atfork_prepare)();

@@ -242,6 +242,34 @@ static void test_os_failure(void) {
     free(p);
 }
 
+/* cfree and C23's free_sized / free_aligned_sized come from the preloaded
+ * library (glibc's would take our blocks for its own and abort). */
+static void test_other_frees(void) {
+    Dl_info mine, theirs;
+    CHECK(dladdr((void *)malloc, &mine));
+    void (*cfree_fn)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "cfree");
+    void (*sized)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+    void (*aligned_sized)(void *, size_t, size_t) =
+        (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
+    CHECK(cfree_fn && sized && aligned_sized);
+    CHECK(dladdr((void *)cfree_fn, &theirs) && theirs.dli_fbase == mine.dli_fbase);
+    CHECK(dladdr((void *)sized, &theirs) && theirs.dli_fbase == mine.dli_fbase);
+    CHECK(dladdr((void *)aligned_sized, &theirs) && theirs.dli_fbase == mine.dli_fbase);
+    for (int i = 0; i < 1000; i++) {
+        void *p = malloc(100);
+        CHECK(p);
+        cfree_fn(p);
+        p = malloc(1000 + (size_t)i);
+        CHECK(p);
+        sized(p, 1000 + (size_t)i);
+        p = aligned_alloc(64, 128);
+        CHECK(p && (uintptr_t)p % 64 == 0);
+        aligned_sized(p, 64, 128);
+    }
+    sized(NULL, 0);
+    aligned_sized(NULL, 64, 0);
+}
+
 int main(void) {
     ts_require_preloaded();
     preloaded = ts_expected_design() != NULL;
@@ -254,6 +282,7 @@ int main(void) {
     test_introspection();
     test_libc_aliases();
     if (preloaded) test_os_failure();
+    if (preloaded) test_other_frees();
     printf("override_api: ok (%s)\n", preloaded ? ts_expected_design() : "glibc");
     return 0;
 }

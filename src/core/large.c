@@ -9,9 +9,10 @@
  * Either way the pages it holds need no page faults, which is what makes
  * programs that allocate and free 5-25 MB blocks in a loop cheap. Cached
  * regions are purged (MADV_DONTNEED) after the purge delay, and unmapped after
- * ten times that (at least a second). realloc of a large block is one mremap,
- * moving if it must (large blocks need no alignment beyond the OS page,
- * unlike segments).
+ * ten times that (at least a second). realloc of a large block is one mremap
+ * in place; failing that, the pages move with mremap onto a fresh mapping
+ * that is already in the table, so no step can fail after the data moved
+ * (large blocks need no alignment beyond the OS page, unlike segments).
  *
  * Invariants:
  * - Every chunk a large block touches has _ts_segmap == TS_MAP_LARGE before
@@ -409,26 +410,51 @@ void *_ts_large_realloc(void *p, size_t size) {
         pthread_mutex_unlock(&s->lock);
         return p;
     }
-    table_remove(s, e);
-    pthread_mutex_unlock(&s->lock);
-    void *q = _ts_os_remap(p, old, need, true);
-    if (!q) {
-        pthread_mutex_lock(&s->lock);
-        table_insert(s, (uintptr_t)p, old); /* there is room: it was just removed */
+    /* In place first (a shrink always is), under the stripe lock. */
+    void *q = _ts_os_remap(p, old, need, false);
+    if (q) {
+        e->size = need;
         pthread_mutex_unlock(&s->lock);
-        errno = ENOMEM;
-        return NULL;
+    } else {
+        pthread_mutex_unlock(&s->lock);
+        /* Moving: the destination is mapped and entered in the table before
+         * the pages move onto it, so that a refusal at any step (the OS, a
+         * full table) leaves p as it was and realloc returns NULL. */
+        void *d = _ts_os_map(need);
+        if (!d) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        mark_large((uintptr_t)d, need);
+        stripe_t *t = stripe_of((uintptr_t)d);
+        pthread_mutex_lock(&t->lock);
+        bool ok = table_insert(t, (uintptr_t)d, need);
+        pthread_mutex_unlock(&t->lock);
+        if (!ok) {
+            _ts_os_unmap(d, need);
+            errno = ENOMEM;
+            return NULL;
+        }
+        /* p's range is free once the pages move: its entry leaves in the
+         * same critical section, before another thread can be given that
+         * range and enter it in this stripe. */
+        pthread_mutex_lock(&s->lock);
+        q = _ts_os_remap_to(p, old, need, d);
+        if (q) table_remove(s, table_find(s, (uintptr_t)p));
+        pthread_mutex_unlock(&s->lock);
+        if (!q) {
+            pthread_mutex_lock(&t->lock);
+            table_remove(t, table_find(t, (uintptr_t)d));
+            pthread_mutex_unlock(&t->lock);
+            _ts_os_unmap(d, need);
+            errno = ENOMEM;
+            return NULL;
+        }
     }
     if (need > old)
         _ts_stat_commit(need - old);
     else
         _ts_stat_decommit(old - need);
-    mark_large((uintptr_t)q, need);
-    stripe_t *t = stripe_of((uintptr_t)q);
-    pthread_mutex_lock(&t->lock);
-    bool ok = table_insert(t, (uintptr_t)q, need);
-    pthread_mutex_unlock(&t->lock);
-    if (!ok) _ts_fatal("realloc: the large-block table is full and cannot grow");
     atomic_fetch_add(&_ts_stats.large_bytes, need - old); /* wraps correctly when smaller */
     atomic_fetch_add(&_ts_stats.large_remaps, 1);
     return q;

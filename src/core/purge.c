@@ -9,10 +9,10 @@
  * fully up). It blocks every signal, sleeps until the earliest deadline,
  * purges what expired (free pages of every segment, cached segments, cached
  * large regions), gives back pages of exited threads whose blocks were freed
- * since, and exits after a second with nothing to do; the next free restarts
- * it. With TSALLOC_PURGE_THREAD=0, or if the thread cannot be created, the
- * same work runs on allocation slow paths instead (heap.c), about once per
- * purge delay.
+ * since, and with nothing to do sleeps without a deadline until a free gives
+ * it work (it stays for the life of the process). With
+ * TSALLOC_PURGE_THREAD=0, or if the thread cannot be created, the same work
+ * runs on allocation slow paths instead (heap.c), about once per purge delay.
  *
  * It stays off the fast path: freeing a page only stores a deadline and, when
  * the helper sleeps with nothing to do, signals it (once per idle period).

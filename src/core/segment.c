@@ -352,6 +352,9 @@ void _ts_segment_abandon(ts_segment_t *seg) {
     atomic_fetch_add(&abandoned_count, 1);
     pthread_mutex_unlock(&abandoned_lock);
     atomic_fetch_add(&_ts_stats.segments_abandoned, 1);
+    /* A free that found one of its pages detached (owner 0) before the segment
+     * was on this list may have had its reclaim pass already: ask for one more. */
+    _ts_abandoned_note_free();
 }
 
 static ts_segment_t *abandoned_pop(void) {

@@ -77,6 +77,33 @@ int main(void) {
     errno = 0;
     CHECK(realloc(big, 64 * MB) == NULL && errno == ENOMEM);
     for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(big[i] == 0x3c);
+    /* ... at each step of a move: refusals of the in-place mremap, the
+     * destination's mmap and the copying fallback give NULL, the block as it
+     * was; with the move itself refused, realloc copies; then it moves. */
+    long failures = _ts_os_test_failures();
+    _ts_os_test_fail(TS_OS_FAIL_REMAP | TS_OS_FAIL_MMAP, 0, 3);
+    errno = 0;
+    CHECK(realloc(big, 64 * MB) == NULL && errno == ENOMEM);
+    CHECK_EQ(_ts_os_test_failures() - failures, 3);
+    CHECK(malloc_usable_size(big) >= 3 * MB && malloc_usable_size(big) < 64 * MB);
+    for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(big[i] == 0x3c);
+    failures = _ts_os_test_failures();
+    _ts_os_test_fail(TS_OS_FAIL_REMAP, 0, 2);
+    unsigned char *copied = realloc(big, 64 * MB);
+    CHECK_EQ(_ts_os_test_failures() - failures, 2);
+    CHECK(copied != NULL && malloc_usable_size(copied) >= 64 * MB);
+    for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(copied[i] == 0x3c);
+    big = realloc(copied, 3 * MB);
+    CHECK(big != NULL && big[0] == 0x3c && big[3 * MB - 1000] == 0x3c);
+    failures = _ts_os_test_failures();
+    _ts_os_test_fail(TS_OS_FAIL_REMAP, 0, 1);
+    unsigned char *moved = realloc(big, 64 * MB);
+    CHECK_EQ(_ts_os_test_failures() - failures, 1);
+    CHECK(moved != NULL && malloc_usable_size(moved) >= 64 * MB);
+    for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(moved[i] == 0x3c);
+    memset(moved + 3 * MB, 0x5a, MB);
+    big = realloc(moved, 3 * MB); /* shrinking is in place */
+    CHECK(big == moved && big[0] == 0x3c);
 
     /* Intermittent refusals: some succeed, none crash. */
     _ts_os_test_fail(TS_OS_FAIL_MMAP | TS_OS_FAIL_REMAP, 2, 3);

@@ -4,18 +4,20 @@
  * to make them malloc and free themselves, saving a jump on each call.
  *
  * Costs (x86-64, gcc 12 -O2, counted with callgrind):
- * - malloc up to 1 KiB: 16 instructions: read the TLS heap, index its direct
+ * - malloc up to 1 KiB: 17 instructions: read the TLS heap, index its direct
  *   table by (size+15)/16 to the head page of the class, pop the page's free
- *   list, prefetch the next block, count. Up to 64 KiB: 4 more to find the
- *   class. One unlikely branch to _ts_malloc_generic (empty list, larger
- *   sizes, the first call of a thread).
+ *   list, clear the block's free mark (internal.h), prefetch the next block,
+ *   count. Up to 64 KiB: 4 more to find the class. One unlikely branch to
+ *   _ts_malloc_generic (empty list, larger sizes, the first call of a
+ *   thread).
  * - free by the owning thread of a block of a head page: 33 instructions:
  *   prove the pointer is ours (segment map, before reading any header), find
  *   its page (segment mask + shift), check it is a block boundary the page
- *   handed out (one multiply, one rotate, one compare), that the page is this
- *   heap's head for its class and that the block is not the one freed last,
- *   and push it (LIFO: the next malloc of the class gets the block freed
- *   last, still in cache). Head pages count no `used` on either path.
+ *   handed out (one multiply, one rotate, one compare), that the block is not
+ *   free already (its free mark), that the page is this heap's head for its
+ *   class, and push it, marked (LIFO: the next malloc of the class gets the
+ *   block freed last, still in cache). Head pages count no `used` on either
+ *   path.
  *   Blocks of the owner's other pages count `used` (~3 more); another
  *   thread's block goes on the open batch for its page (~12 more), else to
  *   _ts_free_other; anything unusual to _ts_free_slow.
@@ -33,6 +35,7 @@
 /* Pop the head of a page's free list (not NULL). */
 TS_INLINE void *ts_pop(ts_page_t *page, ts_block_t *block) {
     ts_block_t *next = block->next;
+    *ts_block_mark(block) = 0;
     page->free = next;
     __builtin_prefetch(next); /* often written last by another thread */
     return block;
@@ -73,20 +76,19 @@ TS_INLINE void ts_core_free_inline(void *p) {
     else
         goto slow; /* NULL, foreign or large */
     if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
-    ts_heap_t *heap = _ts_tls_heap;
     ts_block_t *block = p;
+    if (ts_unlikely(*ts_block_mark(block) == (uintptr_t)page)) goto slow; /* free already */
+    ts_heap_t *heap = _ts_tls_heap;
     uintptr_t owner = ts_page_owner(page);
     if (ts_likely(owner == (uintptr_t)heap + TS_OWNER_HEAD)) {
-        ts_block_t *head = page->free;
-        if (ts_unlikely(block == head)) goto slow; /* freed twice in a row */
-        block->next = head;
+        block->next = page->free;
+        *ts_block_mark(block) = (uintptr_t)page;
         page->free = block;
         return;
     }
     if (owner == (uintptr_t)heap) { /* one of our pages that is not a head: counted */
-        ts_block_t *head = page->free;
-        if (ts_unlikely(block == head)) goto slow;
-        block->next = head;
+        block->next = page->free;
+        *ts_block_mark(block) = (uintptr_t)page;
         page->free = block;
         if (ts_unlikely(--page->used == 0)) _ts_page_became_empty(heap, page);
         return;
@@ -97,9 +99,10 @@ TS_INLINE void ts_core_free_inline(void *p) {
     ts_rbatch_t *b = heap->rbatch + (size_t)page->rslot;
     ts_block_t *batched = b->head;
     uint32_t count = b->count + 1;
-    if (ts_likely(b->page == page && block != batched)) {
+    if (ts_likely(b->page == page)) {
         b->head = block;
         b->count = count;
+        *ts_block_mark(block) = (uintptr_t)page;
         block->next = batched; /* last: the compiler cannot tell block from b */
         if (ts_unlikely(count >= TS_RBATCH_MAX)) _ts_rbatch_flush(heap, b);
         return;

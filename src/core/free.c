@@ -9,6 +9,8 @@
  *
  * Invariants:
  * - A pointer is proven ours (_ts_segmap) before any header is read.
+ * - Every block waiting anywhere to be reused carries its free mark
+ *   (internal.h), so a second free of it is caught before it is linked.
  * - A remote freer touches nothing of the page after its CAS succeeds, except
  *   in the NOTIFYING hand-over, during which the owner keeps the page alive
  *   (it waits for NORMAL before retiring the page or abandoning the heap).
@@ -104,6 +106,8 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         ts_heap_t *h = _ts_thread_init();
         if (h) heap = h;
     }
+    if (ts_unlikely(*ts_block_mark(block) == (uintptr_t)page)) _ts_double_free("free", block);
+    *ts_block_mark(block) = (uintptr_t)page;
     if (heap->state != TS_HEAP_ACTIVE) { /* past its heap's destructor, or out of memory */
         atomic_fetch_add_explicit(&_ts_stats.remote_frees, 1, memory_order_relaxed);
         _ts_page_push_remote(page, block, block, 1);
@@ -116,7 +120,6 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     }
     ts_rbatch_t *b = &heap->rbatch[page->rslot];
     if (b->page == page) {
-        if (ts_unlikely(block == b->head)) _ts_double_free("free", block);
         block->next = b->head;
         b->head = block;
         if (++b->count >= TS_RBATCH_MAX) _ts_rbatch_flush(heap, b);
@@ -138,7 +141,7 @@ void _ts_process_delayed(ts_heap_t *heap) {
         ts_page_t *page = NULL;
         (void)_ts_locate(block, &page);
         if (ts_page_owner(page) & TS_OWNER_FULL) _ts_page_unfull(heap, page);
-        _ts_page_free_local(heap, page, block);
+        _ts_page_push_local(heap, page, block); /* marked by the freer, who checked it */
         block = next;
     }
 }
@@ -185,8 +188,9 @@ void _ts_free_slow(void *p) {
         if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, (uintptr_t)p);
         _ts_invalid_pointer("free", p);
     }
+    if (*ts_block_mark(p) == (uintptr_t)page) _ts_double_free("free", p);
     ts_heap_t *heap = _ts_tls_heap;
-    if ((ts_page_owner(page) & ~TS_OWNER_HEAD) == (uintptr_t)heap) /* freed twice, probably */
+    if ((ts_page_owner(page) & ~TS_OWNER_HEAD) == (uintptr_t)heap)
         _ts_page_free_local(heap, page, (ts_block_t *)p);
     else
         _ts_free_other(heap, page, (ts_block_t *)p);

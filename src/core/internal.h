@@ -122,6 +122,17 @@ typedef struct ts_block {
     struct ts_block *next;
 } ts_block_t;
 
+/* The second word of a free block (blocks are at least 16 bytes) holds the
+ * address of its page's descriptor: every free, local or remote, and every
+ * carving sets it, every allocation clears it. A block being freed that
+ * carries it is already free: a double free, caught wherever it is waiting
+ * (free list, remote batch or chain). A live block cannot hold the value
+ * by chance: descriptors live in segment headers, never handed out, so no
+ * program has their addresses to store. */
+TS_INLINE uintptr_t *ts_block_mark(ts_block_t *block) {
+    return (uintptr_t *)(void *)block + 1;
+}
+
 typedef struct ts_heap ts_heap_t;
 typedef struct ts_segment ts_segment_t;
 
@@ -375,6 +386,7 @@ TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
 /* page.c */
 TS_HIDDEN void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls);
 TS_HIDDEN void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
+TS_HIDDEN void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_detach(ts_heap_t *heap, ts_page_t *page);

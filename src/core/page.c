@@ -171,8 +171,12 @@ static bool page_extend(ts_page_t *page) {
     if (n > left) n = left;
     char *first = (char *)page->start + (size_t)page->capacity * bs;
     char *b = first;
-    for (uint32_t i = 1; i < n; i++, b += bs) ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);
+    for (uint32_t i = 1; i < n; i++, b += bs) {
+        ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);
+        *ts_block_mark((ts_block_t *)b) = (uintptr_t)page;
+    }
     ((ts_block_t *)b)->next = NULL;
+    *ts_block_mark((ts_block_t *)b) = (uintptr_t)page;
     page->free = (ts_block_t *)first;
     page->capacity += n;
     if (page->is_head) page->used += n;
@@ -324,12 +328,18 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
     atomic_store_explicit(&page->owner, 0, memory_order_release);
 }
 
-/* The owner frees one of its blocks outside the fast path. */
-void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
-    if (block == page->free) _ts_double_free("free", block);
+/* A free block (marked) goes back on its page's list. */
+void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     block->next = page->free;
+    *ts_block_mark(block) = (uintptr_t)page;
     page->free = block;
     if (!page->is_head && --page->used == 0) _ts_page_retire(heap, page);
+}
+
+/* The owner frees one of its blocks outside the fast path. */
+void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
+    if (*ts_block_mark(block) == (uintptr_t)page) _ts_double_free("free", block);
+    _ts_page_push_local(heap, page, block);
 }
 
 /* ---- allocation slow path ------------------------------------------------------- */
@@ -414,6 +424,7 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
     block = page->free;
 pop:
     page->free = block->next;
+    *ts_block_mark(block) = 0;
     if (!page->is_head) page->used++;
     heap->alloc_class[cls]++;
     return block;

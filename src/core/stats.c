@@ -98,7 +98,7 @@ void _ts_core_info_fill(ts_heap_info_t *info) {
     info->arena = arena;
     info->mmapped = large_bytes;
     info->mmapped_count = atomic_load(&_ts_stats.large_count);
-    info->in_use = s.live_bytes + large_bytes;
+    info->in_use = s.live_bytes;
     info->free = arena > s.live_bytes ? arena - s.live_bytes : 0;
     info->releasable = dirty;
     info->peak = atomic_load(&_ts_stats.peak);

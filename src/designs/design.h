@@ -38,7 +38,8 @@ typedef struct ts_heap_info {
     size_t arena;         /* bytes obtained from the OS for non-mmapped blocks */
     size_t mmapped;       /* bytes in blocks mapped on their own */
     size_t mmapped_count; /* number of such blocks */
-    size_t in_use;        /* bytes handed out to the program (usable size) */
+    size_t in_use;        /* bytes of `arena` handed out to the program (as glibc's uordblks:
+                           * blocks mapped on their own are only in `mmapped`) */
     size_t free;          /* bytes held free inside `arena` */
     size_t releasable;    /* bytes trim could give back at once */
     size_t peak;          /* highest arena + mmapped seen, 0 if not tracked */

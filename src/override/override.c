@@ -109,9 +109,9 @@ TS_EXPORT int malloc_trim(size_t pad) {
 
 /* Parameters are accepted and ignored (tsalloc is tuned by TSALLOC_* options). */
 TS_EXPORT int mallopt(int param, int value) {
-    (void)value;
     switch (param) {
-    case M_MXFAST:
+    case M_MXFAST: /* glibc refuses sizes above its largest fastbin */
+        return (size_t)value <= 80 * sizeof(size_t) / 4;
     case M_TRIM_THRESHOLD:
     case M_TOP_PAD:
     case M_MMAP_THRESHOLD:
@@ -166,8 +166,8 @@ TS_EXPORT void malloc_stats(void) {
                        "tsalloc (%s)\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
                        "free bytes       = %10zu\nmmapped regions  = %10zu\n"
                        "mmapped bytes    = %10zu\nmax system bytes = %10zu\n",
-                       TS_DESIGN_NAME, info.arena + info.mmapped, info.in_use, info.free,
-                       info.mmapped_count, info.mmapped, info.peak);
+                       TS_DESIGN_NAME, info.arena + info.mmapped, info.in_use + info.mmapped,
+                       info.free, info.mmapped_count, info.mmapped, info.peak);
     _ts_os_write_stderr(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 

@@ -187,6 +187,17 @@ static void test_introspection(void) {
     struct mallinfo2 mi = mallinfo2();
     CHECK_MSG(mi.arena + mi.hblkhd >= (8u << 20), "arena %zu hblkhd %zu", mi.arena, mi.hblkhd);
     CHECK_MSG(mi.uordblks + mi.hblkhd >= 64 * 1000, "in use %zu", mi.uordblks + mi.hblkhd);
+    /* As glibc: a block mapped on its own is in hblkhd only, so that
+     * uordblks + hblkhd counts it once (bestfit maps no block on its own). */
+    void *huge = malloc(256u << 20);
+    CHECK(huge);
+    struct mallinfo2 with_huge = mallinfo2();
+    if (with_huge.hblkhd >= mi.hblkhd + (256u << 20))
+        CHECK_MSG(with_huge.uordblks < mi.uordblks + (128u << 20), "uordblks %zu -> %zu",
+                  mi.uordblks, with_huge.uordblks);
+    else
+        CHECK(with_huge.uordblks >= mi.uordblks + (256u << 20));
+    free(huge);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     struct mallinfo m1 = mallinfo(); /* the old int version still answers */
@@ -197,6 +208,8 @@ static void test_introspection(void) {
     int trimmed = malloc_trim(0);
     CHECK_MSG(trimmed == 0 || trimmed == 1, "malloc_trim = %d", trimmed);
     CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1);
+    CHECK_EQ(mallopt(M_MXFAST, 1000), 0); /* above glibc's largest fastbin size */
+    CHECK_EQ(mallopt(M_MXFAST, 64), 1);
 
     char *buf = NULL;
     size_t len = 0;

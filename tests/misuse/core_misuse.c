@@ -67,6 +67,52 @@ static void do_free_after_retire(void *unused) {
     free(fill[10]);
 }
 
+/* Freed twice with other frees in between (the first free is no longer the
+ * head of any list): the block's free mark catches it. */
+static void do_free_twice_apart(void *p) {
+    void *other = malloc(malloc_usable_size(p));
+    free(p);
+    free(other);
+    free(p);
+}
+/* The same on a page that is not its class's head (counted frees: a missed
+ * double free would retire the page with live blocks). */
+static void do_free_twice_counted(void *unused) {
+    (void)unused;
+    void *first[32], *more[100];
+    for (int i = 0; i < 32; i++) first[i] = malloc(2048); /* fills a 64 KiB page */
+    for (int i = 0; i < 100; i++) more[i] = malloc(2048); /* later pages; the first is no head */
+    free(first[3]);
+    free(first[4]);
+    free(first[3]);
+    (void)more;
+}
+static void *free_apart_in_thread(void *p) {
+    void **pair = p;
+    free(pair[0]);
+    free(pair[1]);
+    free(pair[0]);
+    return NULL;
+}
+/* Another thread frees a block twice, apart. */
+static void do_free_remote_apart(void *p) {
+    void *pair[2] = {p, malloc(malloc_usable_size(p))};
+    pthread_t t;
+    pthread_create(&t, NULL, free_apart_in_thread, pair);
+    pthread_join(t, NULL);
+}
+/* realloc of a block already freed: freeing it again is a double free, and
+ * reusing it would hand the same memory out twice. */
+static void do_realloc_freed(void *p) {
+    free(p);
+    void *volatile q = realloc(p, 2 * malloc_usable_size(p) + 100000);
+    (void)q;
+}
+/* A block boundary that was carved but never handed out. */
+static void do_free_never_allocated(void *p) {
+    free((char *)p + 4 * malloc_usable_size(p));
+}
+
 int main(void) {
     char stack_buf[256] __attribute__((aligned(64)));
     memset(stack_buf, 0, sizeof stack_buf);
@@ -85,6 +131,16 @@ int main(void) {
            "double free by another thread");
     expect(do_free_after_retire, NULL, "tsalloc: free(): double free of 0x", NULL,
            "double free into a retired page");
+    expect(do_free_twice_apart, p, "tsalloc: free(): double free of %p", p,
+           "double free, other frees between");
+    expect(do_free_twice_counted, NULL, "tsalloc: free(): double free of 0x", NULL,
+           "double free, apart, into a counted page");
+    expect(do_free_remote_apart, p, "tsalloc: free(): double free of %p", p,
+           "double free by another thread, apart");
+    expect(do_realloc_freed, p, "tsalloc: realloc(): double free of %p", p,
+           "realloc of a freed block");
+    expect(do_free_never_allocated, p, "tsalloc: free(): double free of %p",
+           p + 4 * malloc_usable_size(p), "free of a block never handed out");
     expect(do_realloc, p + 32, "tsalloc: realloc(): invalid pointer %p", p + 32,
            "realloc of an inner pointer");
     expect(do_usable, stack_buf, "tsalloc: malloc_usable_size(): invalid pointer %p", stack_buf,
@@ -102,6 +158,10 @@ int main(void) {
     expect(do_free, m + 4096, "tsalloc: free(): invalid pointer %p", m + 4096, "inside medium");
     expect(do_free_twice, m, "tsalloc: free(): double free of %p", m, "medium double free");
     expect(do_free_twice, b, "tsalloc: free(): double free of %p", b, "big double free");
+    expect(do_realloc_freed, b, "tsalloc: realloc(): double free of %p", b,
+           "realloc of a freed big block (its page kept empty)");
+    expect(do_free_twice_apart, b, "tsalloc: free(): double free of %p", b,
+           "big double free, apart");
     expect(do_free, l + 4096, "tsalloc: free(): invalid pointer %p", l + 4096, "inside large");
     expect(do_free_twice, l, "tsalloc: free(): double free of %p", l, "large double free");
     expect(do_realloc, l + 64, "tsalloc: realloc(): invalid pointer %p", l + 64,

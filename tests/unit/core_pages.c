@@ -284,9 +284,9 @@ static void *stats_exact(void *arg) {
     return NULL;
 }
 
-/* A block freed twice, but not twice in a row, gets past the free fast path
- * and makes its page's list loop; the walk that gives a head's blocks back
- * (here: malloc_trim) stops with a message instead of running forever. */
+/* A block freed twice, not twice in a row: its free mark stops the second
+ * free before the block is linked again (it used to make the list loop, found
+ * only when the head gave its blocks back). */
 static void free_twice_apart(void *arg) {
     (void)arg;
     char *volatile a = malloc(64);
@@ -294,13 +294,12 @@ static void free_twice_apart(void *arg) {
     free(a);
     free(b);
     free(a);
-    malloc_trim(0);
+    _exit(0); /* not reached */
 }
 
 static void *double_free_loop(void *arg) {
     (void)arg;
-    CHECK(ts_expect_abort(free_twice_apart, NULL,
-                          "tsalloc: free(): a 64-byte block was freed twice"));
+    CHECK(ts_expect_abort(free_twice_apart, NULL, "tsalloc: free(): double free of 0x"));
     return NULL;
 }
 

@@ -171,7 +171,7 @@ void _ts_bins_info(ts_heap_info_t *info) {
     info->arena = chunks;
     info->mmapped = atomic_load_explicit(&_ts_bins_stats.mapped_bytes, BINS_RELAXED);
     info->mmapped_count = atomic_load_explicit(&_ts_bins_stats.mapped_count, BINS_RELAXED);
-    info->in_use = live + atomic_load_explicit(&_ts_bins_stats.mapped_live, BINS_RELAXED);
+    info->in_use = live;
     info->free = chunks > live ? chunks - live : 0;
     info->releasable = empty + cached;
     info->peak = atomic_load_explicit(&_ts_bins_stats.peak, BINS_RELAXED);

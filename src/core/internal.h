@@ -450,6 +450,9 @@ TS_HIDDEN void _ts_large_atfork_parent(void);
 TS_HIDDEN void _ts_large_atfork_child(void);
 
 /* purge.c */
+/* Below this much committed memory a single-threaded process gets no helper
+ * thread (purge.c). */
+#define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
 TS_HIDDEN void _ts_purge_schedule(void);
 TS_HIDDEN void _ts_purge_safe_point(void);
 TS_HIDDEN extern _Atomic int _ts_purge_wanted; /* the helper thread should be started */

@@ -3,7 +3,11 @@
  * free, whether or not the program calls the allocator again.
  *
  * Who purges: a helper thread, started lazily the first time something waits
- * to be purged. It is created from _ts_purge_safe_point(), which the slow
+ * to be purged, in a process that has a second thread or holds more than
+ * TS_PURGE_THREAD_MIN_BYTES (a single-threaded program with a small heap
+ * stays single-threaded: unshare(CLONE_NEWUSER) and setns() refuse
+ * multithreaded callers; its purging runs on allocation slow paths). It is
+ * created from _ts_purge_safe_point(), which the slow
  * paths call after they have released every lock (pthread_create allocates
  * through malloc), and only after the library's constructor ran (libc is then
  * fully up). It blocks every signal, sleeps until the earliest deadline,
@@ -48,14 +52,21 @@ uint64_t _ts_purge_run(uint64_t now, bool force) {
 bool _ts_purge_thread_running(void) {
     if (!_ts_option(TS_OPT_PURGE_THREAD)) return false;
     int s = atomic_load_explicit(&pt_state, memory_order_relaxed);
-    return s != PT_FAILED;
+    return s != PT_FAILED && s != PT_STOPPED;
+}
+
+/* Worth a thread: the process has one already, or enough memory to give back. */
+static bool helper_wanted(void) {
+    return atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed) > 1 ||
+           atomic_load_explicit(&_ts_stats.committed, memory_order_relaxed) >=
+               TS_PURGE_THREAD_MIN_BYTES;
 }
 
 void _ts_purge_schedule(void) {
     int was = atomic_exchange(&pt_pending, 1);
     int s = atomic_load(&pt_state);
     if (s == PT_STOPPED) {
-        if (_ts_option(TS_OPT_PURGE_THREAD)) {
+        if (_ts_option(TS_OPT_PURGE_THREAD) && helper_wanted()) {
             int expect = PT_STOPPED;
             if (atomic_compare_exchange_strong(&pt_state, &expect, PT_WANTED))
                 atomic_store(&_ts_purge_wanted, 1);

@@ -26,6 +26,8 @@ ts_gstats_t _ts_stats;
 void _ts_stat_commit(size_t bytes) {
     size_t now =
         atomic_fetch_add_explicit(&_ts_stats.committed, bytes, memory_order_relaxed) + bytes;
+    if (ts_unlikely(now >= TS_PURGE_THREAD_MIN_BYTES && now - bytes < TS_PURGE_THREAD_MIN_BYTES))
+        _ts_purge_schedule(); /* big enough for the helper thread now */
     size_t peak = atomic_load_explicit(&_ts_stats.peak, memory_order_relaxed);
     while (now > peak &&
            !atomic_compare_exchange_weak_explicit(&_ts_stats.peak, &peak, now, memory_order_relaxed,

@@ -2,12 +2,23 @@
  * is built with.
  *
  * Compiled without exceptions or RTTI and linked without libstdc++, so that
- * preloading tsalloc into a C program loads no C++ runtime. What operator new
- * needs from the C++ runtime when it fails (the new-handler and throwing
- * std::bad_alloc) is reached through weak references: present whenever the
- * program is C++, and when absent new aborts with a message instead.
+ * preloading tsalloc into a C program loads no C++ runtime. Only when an
+ * allocation fails does operator new need the C++ runtime: the new-handler,
+ * throwing std::bad_alloc, and (for a nothrow form whose handler throws) a
+ * function able to catch. It reaches them through weak references, resolved
+ * at load time, and when those are null (libstdc++ came later, with dlopen,
+ * maybe RTLD_LOCAL inside a plugin) by looking the symbols up in the loaded
+ * objects, again on every failure until found. With no C++ runtime at all a
+ * throwing new aborts with a message.
+ *
+ * Invariants: the fast paths never look anything up; lookups (dlsym, dlopen
+ * with RTLD_NOLOAD, dl_iterate_phdr) run with no allocator lock held, and may
+ * allocate. A nothrow form never delegates to an operator of this shim, and a
+ * throwing form never delegates at all, so the failure paths cannot recurse.
  */
 #include <cstddef>
+#include <dlfcn.h>
+#include <link.h>
 #include <new>
 
 #include "designs/design.h"
@@ -17,6 +28,8 @@ _TS_D_DECLARE(TS_DESIGN)
 }
 
 typedef void (*ts_new_handler_fn)();
+typedef ts_new_handler_fn (*ts_get_new_handler_fn)();
+typedef void (*ts_throw_fn)();
 extern "C" ts_new_handler_fn ts_weak_get_new_handler() __asm__("_ZSt15get_new_handlerv")
     __attribute__((weak));
 extern "C" void ts_weak_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv")
@@ -24,73 +37,225 @@ extern "C" void ts_weak_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv")
 
 #define TS_CXX_EXPORT __attribute__((visibility("default")))
 
+/* Itanium mangling of size_t in the operators' names. */
+#if __SIZEOF_SIZE_T__ == 8
+#define TS_MANGLED_SIZE "m"
+#else
+#define TS_MANGLED_SIZE "j"
+#endif
+
 namespace {
 
+/* The four nothrow operators, in the order of their names below. */
+enum new_form { FORM_NEW, FORM_NEW_ARRAY, FORM_NEW_ALIGNED, FORM_NEW_ARRAY_ALIGNED };
+const char *const nothrow_form_names[] = {
+    "_Znw" TS_MANGLED_SIZE "RKSt9nothrow_t",
+    "_Zna" TS_MANGLED_SIZE "RKSt9nothrow_t",
+    "_Znw" TS_MANGLED_SIZE "St11align_val_tRKSt9nothrow_t",
+    "_Zna" TS_MANGLED_SIZE "St11align_val_tRKSt9nothrow_t",
+};
+
+/* Found by lookup; once set they stay valid (libstdc++ is never unloaded). */
+ts_get_new_handler_fn found_get_new_handler;
+ts_throw_fn found_throw_bad_alloc;
+void *found_nothrow_forms[4];
+
+void *object_base(const void *addr) {
+    Dl_info info;
+    return addr && dladdr(addr, &info) ? info.dli_fbase : nullptr;
+}
+
+/* True when addr lies in the object this shim is part of. */
+bool in_this_object(const void *addr) {
+    void *base = object_base(addr);
+    return base && base == object_base(reinterpret_cast<const void *>(&object_base));
+}
+
+/* The index-th loaded object with a name, copied so that the loader's lock
+ * is not held while it is opened. */
+struct nth_object {
+    size_t index, seen;
+    bool exists;
+    char name[1024];
+};
+
+int visit_object(struct dl_phdr_info *info, size_t, void *arg) {
+    nth_object *q = static_cast<nth_object *>(arg);
+    const char *name = info->dlpi_name;
+    if (!name || !name[0] || q->seen++ != q->index) return 0;
+    size_t len = 0;
+    while (name[len] && len < sizeof q->name) len++;
+    if (len == sizeof q->name) len = 0; /* too long: skipped */
+    for (size_t i = 0; i < len; i++) q->name[i] = name[i];
+    q->name[len] = '\0';
+    q->exists = true;
+    return 1;
+}
+
+/* name in the global scope, else in any loaded object with its dependencies:
+ * a C++ runtime loaded RTLD_LOCAL by a plugin is only in the plugin's scope. */
+void *find_loaded_symbol(const char *name) {
+    void *sym = dlsym(RTLD_DEFAULT, name);
+    if (sym) return sym;
+    nth_object q;
+    for (q.index = 0;; q.index++) {
+        q.seen = 0;
+        q.exists = false;
+        dl_iterate_phdr(visit_object, &q);
+        if (!q.exists) return nullptr;
+        if (!q.name[0]) continue;
+        void *handle = dlopen(q.name, RTLD_LAZY | RTLD_NOLOAD);
+        if (!handle) continue;
+        sym = dlsym(handle, name);
+        dlclose(handle);
+        if (sym) return sym;
+    }
+}
+
+ts_get_new_handler_fn runtime_get_new_handler() {
+    if (ts_weak_get_new_handler) return ts_weak_get_new_handler;
+    ts_get_new_handler_fn fn = __atomic_load_n(&found_get_new_handler, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        fn = reinterpret_cast<ts_get_new_handler_fn>(find_loaded_symbol("_ZSt15get_new_handlerv"));
+        if (fn) __atomic_store_n(&found_get_new_handler, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+ts_new_handler_fn current_new_handler() {
+    ts_get_new_handler_fn get = runtime_get_new_handler();
+    return get ? get() : nullptr;
+}
+
+ts_throw_fn runtime_throw_bad_alloc() {
+    if (ts_weak_throw_bad_alloc) return ts_weak_throw_bad_alloc;
+    ts_throw_fn fn = __atomic_load_n(&found_throw_bad_alloc, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        fn = reinterpret_cast<ts_throw_fn>(find_loaded_symbol("_ZSt17__throw_bad_allocv"));
+        if (fn) __atomic_store_n(&found_throw_bad_alloc, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+/* True when a call to ::operator new made by the C++ runtime ends in this
+ * allocator: the global operator new is ours, or at least the global malloc
+ * it falls back on is. Not so when tsalloc itself was loaded RTLD_LOCAL. */
+bool runtime_new_reaches_us() {
+    void *global = dlopen(nullptr, RTLD_LAZY);
+    if (!global) return false;
+    bool ours = in_this_object(dlsym(global, "_Znw" TS_MANGLED_SIZE)) ||
+                in_this_object(dlsym(global, "malloc"));
+    dlclose(global);
+    return ours;
+}
+
+/* The C++ runtime's own nothrow operator of this form, which calls the
+ * throwing one inside try/catch: the only way for this shim, built without
+ * exceptions, to turn a throwing new-handler into nullptr. Null when there is
+ * none to use. */
+void *runtime_nothrow_form(new_form form) {
+    void *fn = __atomic_load_n(&found_nothrow_forms[form], __ATOMIC_ACQUIRE);
+    if (fn) return fn;
+    Dl_info runtime;
+    ts_get_new_handler_fn get = runtime_get_new_handler();
+    if (!get || !dladdr(reinterpret_cast<void *>(get), &runtime) || !runtime.dli_fname)
+        return nullptr;
+    void *handle = dlopen(runtime.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) return nullptr;
+    fn = dlsym(handle, nothrow_form_names[form]);
+    dlclose(handle);
+    if (!fn || in_this_object(fn) || !runtime_new_reaches_us()) return nullptr;
+    __atomic_store_n(&found_nothrow_forms[form], fn, __ATOMIC_RELEASE);
+    return fn;
+}
+
+void *allocate(size_t size, size_t align) {
+    return align > TS_MIN_ALIGN ? _TS_D(memalign)(align, size) : _TS_D(malloc)(size);
+}
+
 /* The standard's loop: retry while a new-handler exists; when none, throw
- * (or, for the nothrow forms, return NULL). */
-__attribute__((noinline)) void *new_slow(size_t size, size_t align, bool nothrow) {
+ * (or, for the nothrow forms, return NULL). A nothrow form with a handler
+ * hands the whole loop to the runtime's nothrow operator, which catches what
+ * the handler throws; without one it runs the handler itself. */
+__attribute__((noinline, cold)) void *new_slow(size_t size, size_t align, new_form form,
+                                               bool nothrow) {
     for (;;) {
-        void *p = align > TS_MIN_ALIGN ? _TS_D(memalign)(align, size) : _TS_D(malloc)(size);
+        void *p = allocate(size, align);
         if (p) return p;
-        ts_new_handler_fn handler = ts_weak_get_new_handler ? ts_weak_get_new_handler() : nullptr;
+        ts_new_handler_fn handler = current_new_handler();
         if (!handler) {
             if (nothrow) return nullptr;
-            if (ts_weak_throw_bad_alloc) ts_weak_throw_bad_alloc();
+            if (ts_throw_fn throw_bad_alloc = runtime_throw_bad_alloc()) throw_bad_alloc();
             _ts_fatal("operator new(%zu): out of memory", size);
+        }
+        if (nothrow) {
+            if (void *fn = runtime_nothrow_form(form)) {
+                const std::nothrow_t tag{};
+                if (form == FORM_NEW || form == FORM_NEW_ARRAY)
+                    return reinterpret_cast<void *(*)(size_t, const std::nothrow_t &)>(fn)(size,
+                                                                                           tag);
+                return reinterpret_cast<void *(*)(size_t, std::align_val_t,
+                                                  const std::nothrow_t &)>(fn)(
+                    size, std::align_val_t(align), tag);
+            }
         }
         handler();
     }
 }
 
-inline void *new_impl(size_t size) {
-    void *p = _TS_D(malloc)(size);
-    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, 0, false);
+/* libstdc++ throws std::bad_alloc for an alignment that is not a power of
+ * two, without calling the new-handler. */
+__attribute__((noinline, cold)) void *bad_alignment(size_t size, size_t align, bool nothrow) {
+    if (nothrow) return nullptr;
+    if (ts_throw_fn throw_bad_alloc = runtime_throw_bad_alloc()) throw_bad_alloc();
+    _ts_fatal("operator new(%zu, align %zu): alignment is not a power of two", size, align);
 }
 
-inline void *new_aligned(size_t size, std::align_val_t align, bool nothrow) {
+inline void *new_impl(size_t size, new_form form) {
+    void *p = _TS_D(malloc)(size);
+    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, 0, form, false);
+}
+
+inline void *new_aligned(size_t size, std::align_val_t align, new_form form, bool nothrow) {
     size_t a = static_cast<size_t>(align);
-    if (!ts_is_pow2(a)) {
-        if (nothrow) return nullptr;
-        _ts_fatal("operator new(%zu, align %zu): alignment is not a power of two", size, a);
-    }
-    void *p = a > TS_MIN_ALIGN ? _TS_D(memalign)(a, size) : _TS_D(malloc)(size);
-    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, a, nothrow);
+    if (__builtin_expect(!ts_is_pow2(a), 0)) return bad_alignment(size, a, nothrow);
+    void *p = allocate(size, a);
+    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, a, form, nothrow);
 }
 
-inline void *new_nothrow(size_t size) {
+inline void *new_nothrow(size_t size, new_form form) {
     void *p = _TS_D(malloc)(size);
-    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, 0, true);
+    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, 0, form, true);
 }
 
 } // namespace
 
 TS_CXX_EXPORT void *operator new(size_t size) {
-    return new_impl(size);
+    return new_impl(size, FORM_NEW);
 }
 TS_CXX_EXPORT void *operator new[](size_t size) {
-    return new_impl(size);
+    return new_impl(size, FORM_NEW_ARRAY);
 }
 TS_CXX_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept {
-    return new_nothrow(size);
+    return new_nothrow(size, FORM_NEW);
 }
 TS_CXX_EXPORT void *operator new[](size_t size, const std::nothrow_t &) noexcept {
-    return new_nothrow(size);
+    return new_nothrow(size, FORM_NEW_ARRAY);
 }
 TS_CXX_EXPORT void *operator new(size_t size, std::align_val_t align) {
-    return new_aligned(size, align, false);
+    return new_aligned(size, align, FORM_NEW_ALIGNED, false);
 }
 TS_CXX_EXPORT void *operator new[](size_t size, std::align_val_t align) {
-    return new_aligned(size, align, false);
+    return new_aligned(size, align, FORM_NEW_ARRAY_ALIGNED, false);
 }
 TS_CXX_EXPORT void *operator new(size_t size, std::align_val_t align,
                                  const std::nothrow_t &) noexcept {
-    return new_aligned(size, align, true);
+    return new_aligned(size, align, FORM_NEW_ALIGNED, true);
 }
 TS_CXX_EXPORT void *operator new[](size_t size, std::align_val_t align,
                                    const std::nothrow_t &) noexcept {
-    return new_aligned(size, align, true);
+    return new_aligned(size, align, FORM_NEW_ARRAY_ALIGNED, true);
 }
-
 TS_CXX_EXPORT void operator delete(void *p) noexcept {
     _TS_D(free)(p);
 }

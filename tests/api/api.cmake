@@ -8,7 +8,7 @@ ts_preload_test(override_api override_api)
 
 add_executable(cxx_new_delete ${CMAKE_CURRENT_LIST_DIR}/cxx_new_delete.cpp)
 target_compile_options(cxx_new_delete PRIVATE -fno-builtin)
-target_link_libraries(cxx_new_delete PRIVATE Threads::Threads)
+target_link_libraries(cxx_new_delete PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME "cxx_new_delete[glibc]" COMMAND cxx_new_delete)
 ts_preload_test(cxx_new_delete cxx_new_delete)
 
@@ -24,3 +24,23 @@ if(_ts_dlopen_libs)
   add_test(NAME dlopen_designs COMMAND dlopen_designs ${_ts_dlopen_libs})
   set_tests_properties(dlopen_designs PROPERTIES TIMEOUT 120)
 endif()
+
+# A C program that dlopens a C++ plugin: libstdc++ is loaded after tsalloc,
+# RTLD_LOCAL (reachable only through the plugin) or RTLD_GLOBAL. The plugin
+# runs the out-of-memory cases of cxx_oom_cases.h.
+add_library(cxx_plugin MODULE ${CMAKE_CURRENT_LIST_DIR}/cxx_plugin.cpp)
+target_link_libraries(cxx_plugin PRIVATE ${CMAKE_DL_LIBS})
+# Not in build/lib, where every .so is taken for an allocator.
+set_target_properties(cxx_plugin PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY
+                                            ${CMAKE_CURRENT_BINARY_DIR})
+add_executable(cxx_plugin_host ${CMAKE_CURRENT_LIST_DIR}/cxx_plugin_host.c)
+target_include_directories(cxx_plugin_host PRIVATE ${TS_TEST_SUPPORT})
+target_link_libraries(cxx_plugin_host PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(cxx_plugin_host cxx_plugin)
+foreach(scope local global)
+  add_test(NAME "cxx_plugin_${scope}[glibc]"
+           COMMAND cxx_plugin_host $<TARGET_FILE:cxx_plugin> ${scope})
+  set_tests_properties("cxx_plugin_${scope}[glibc]" PROPERTIES TIMEOUT 30)
+  ts_preload_test(cxx_plugin_${scope} cxx_plugin_host ARGS $<TARGET_FILE:cxx_plugin> ${scope}
+                  TIMEOUT 30)
+endforeach()

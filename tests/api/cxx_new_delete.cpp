@@ -1,6 +1,8 @@
 // Every form of operator new and delete, under LD_PRELOAD of each design (and
 // under glibc alone as a baseline): alignment, nothrow, the new-handler loop,
-// std::bad_alloc on failure, and that the memory is usable.
+// std::bad_alloc on failure, and that the memory is usable. The failure
+// paths in depth (throwing handlers under nothrow, handlers that recover,
+// alignments that are not powers of two) are in cxx_oom_cases.h.
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +13,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "cxx_oom_cases.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \
@@ -120,6 +124,7 @@ int main() {
         thrown = true;
     }
     CHECK(thrown && handler_calls == 1);
+    oom_cases::run();
 
     // Ordinary C++ use across threads: containers and strings.
     std::vector<std::thread> threads;

@@ -750,6 +750,9 @@ TS_EXPORT void *pvalloc(size_t size) {
  * the next definition (the design's, or libstdc++'s, whose calls back into
  * malloc are then not recorded twice). If the real operator new throws, the
  * cleanup below clears in_wrapper while the exception unwinds (-fexceptions).
+ * When there is no next definition (a C program whose C++ plugin brought
+ * libstdc++ with RTLD_LOCAL), the operators fall back on the recorded malloc
+ * family: recording must not change what the program can do.
  */
 
 static void *next_symbol(_Atomic(void *) *cache, const char *name) {
@@ -760,9 +763,13 @@ static void *next_symbol(_Atomic(void *) *cache, const char *name) {
     real_ready();
     fn = dlsym(RTLD_NEXT, name);
     in_wrapper = was;
-    if (!fn) _ts_fatal("record: no %s found after libtsalloc-record.so", name);
-    atomic_store_explicit(cache, fn, memory_order_release);
-    return fn;
+    if (fn) atomic_store_explicit(cache, fn, memory_order_release);
+    return fn; /* NULL: looked up again next time (libstdc++ may come later) */
+}
+
+static void *new_fallback(void *p, size_t size) {
+    if (!p) _ts_fatal("record: operator new(%zu): out of memory, no C++ runtime to throw", size);
+    return p;
 }
 
 static void wrapper_done(int *unused) {
@@ -770,10 +777,11 @@ static void wrapper_done(int *unused) {
     in_wrapper = 0;
 }
 
-#define NEW_ENTRY(symbol, params, args, size)                                                      \
+#define NEW_ENTRY(symbol, params, args, size, fallback)                                            \
     TS_EXPORT void *symbol params {                                                                \
         static _Atomic(void *) cache;                                                              \
         void *(*next)params = (void *(*)params)next_symbol(&cache, #symbol);                       \
+        if (!next) return fallback;                                                                \
         if (!enter()) return next args;                                                            \
         int guard __attribute__((cleanup(wrapper_done))) = 1;                                      \
         (void)guard;                                                                               \
@@ -785,6 +793,10 @@ static void wrapper_done(int *unused) {
         static _Atomic(void *) cache;                                                              \
         if (!p || is_boot(p)) return;                                                              \
         void(*next) params = (void(*) params)next_symbol(&cache, #symbol);                         \
+        if (!next) {                                                                               \
+            free(p);                                                                               \
+            return;                                                                                \
+        }                                                                                          \
         if (!enter()) {                                                                            \
             next args;                                                                             \
             return;                                                                                \
@@ -796,14 +808,16 @@ static void wrapper_done(int *unused) {
 
 /* size_t is 'm' in the mangled names; std::align_val_t is passed as a size_t
  * and std::nothrow_t by reference. */
-NEW_ENTRY(_Znwm, (size_t n), (n), n)
-NEW_ENTRY(_Znam, (size_t n), (n), n)
-NEW_ENTRY(_ZnwmRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n)
-NEW_ENTRY(_ZnamRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n)
-NEW_ENTRY(_ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n)
-NEW_ENTRY(_ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n)
-NEW_ENTRY(_ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt), (n, al, nt), n)
-NEW_ENTRY(_ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt), (n, al, nt), n)
+NEW_ENTRY(_Znwm, (size_t n), (n), n, new_fallback(malloc(n), n))
+NEW_ENTRY(_Znam, (size_t n), (n), n, new_fallback(malloc(n), n))
+NEW_ENTRY(_ZnwmRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n, malloc(n))
+NEW_ENTRY(_ZnamRKSt9nothrow_t, (size_t n, const void *nt), (n, nt), n, malloc(n))
+NEW_ENTRY(_ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n, new_fallback(memalign(al, n), n))
+NEW_ENTRY(_ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n, new_fallback(memalign(al, n), n))
+NEW_ENTRY(_ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt), (n, al, nt), n,
+          memalign(al, n))
+NEW_ENTRY(_ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, const void *nt), (n, al, nt), n,
+          memalign(al, n))
 
 DELETE_ENTRY(_ZdlPv, (void *p), (p))
 DELETE_ENTRY(_ZdaPv, (void *p), (p))

@@ -7,10 +7,12 @@
 #   threads   4 threads with cross-thread frees: the trace replays
 #   fork      the parent's trace excludes the child; with %p each writes its own
 #   cxx       operator new/delete, also when a design (not malloc) serves them
+#   plugin    a C program whose C++ plugin brings libstdc++ RTLD_LOCAL: its
+#             operator new/delete are recorded (through the malloc family)
 #   install   record and replay from a `cmake --install` prefix
-# Usage: record.sh PART BUILD_DIR RECORD_KNOWN_EXE RECORD_CXX_EXE
+# Usage: record.sh PART BUILD_DIR RECORD_KNOWN_EXE RECORD_CXX_EXE PLUGIN_HOST PLUGIN
 set -u
-part="$1"; build="$2"; known="$3"; cxx="$4"
+part="$1"; build="$2"; known="$3"; cxx="$4"; plugin_host="${5:-}"; plugin="${6:-}"
 tsalloc="$build/bin/tsalloc"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -205,6 +207,19 @@ cxx)
         echo "cxx ($design): every form recorded"
         replay "$work/cxx.trace" tsalloc 1 1
     done
+    ;;
+plugin)
+    "$tsalloc" record -o "$work/plugin.trace" -- "$plugin_host" "$plugin" \
+        || fail "C program with a C++ plugin failed under record"
+    check_header "$work/plugin.trace"
+    for size in 5432 6543; do
+        awk -v size="$size" '
+            $1 == "m" && $3 == size && !slot { slot = $2; seen = 1; next }
+            seen && $1 == "f" && $2 == slot { freed = 1 }
+            END { exit !(seen && freed) }' "$work/plugin.trace" \
+            || fail "plugin: no new/delete pair of $size bytes"
+    done
+    echo "plugin: new/delete recorded"
     ;;
 install)
     prefix="$work/prefix"

@@ -31,10 +31,19 @@ if(TARGET tsalloc-classic-static)
   ts_bestfit_unit(bestfit_oom)
   ts_bestfit_unit(bestfit_api)
   ts_bestfit_unit(bestfit_misuse)
+  ts_bestfit_unit(bestfit_mapped)
   ts_test(bestfit_tls_handover SOURCES ${CMAKE_CURRENT_LIST_DIR}/bestfit_tls_handover.c
           LIBS tsalloc-classic-static TIMEOUT 60 ENV TSALLOC_BESTFIT_TRIM_THRESHOLD=-1)
+  ts_test(bestfit_tls_churn SOURCES ${CMAKE_CURRENT_LIST_DIR}/bestfit_tls_churn.c
+          LIBS tsalloc-classic-static TIMEOUT 60)
 
-  # Regressions of review 2 (bestfit_regress.c lists them): on libtsalloc-classic.a
+  # The real break blocked by a mapping, under LD_PRELOAD of each design.
+  add_executable(bestfit_brkblock ${CMAKE_CURRENT_LIST_DIR}/bestfit_brkblock.c)
+  target_include_directories(bestfit_brkblock PRIVATE ${TS_TEST_SUPPORT})
+  target_link_libraries(bestfit_brkblock PRIVATE ${CMAKE_DL_LIBS})
+  ts_preload_test(bestfit_brkblock bestfit_brkblock DESIGNS bestfit bestfit-tls TIMEOUT 30)
+
+  # Regressions of reviews 2 and 3 (bestfit_regress.c lists them): on libtsalloc-classic.a
   # (private break, fork handlers), and odd_break again on the real break.
   foreach(variant bestfit_regress bestfit_regress_sysbrk)
     add_executable(${variant} ${CMAKE_CURRENT_LIST_DIR}/bestfit_regress.c)
@@ -47,7 +56,7 @@ if(TARGET tsalloc-classic-static)
   set(regress_tests "bestfit_regress[private_break]")
   add_test(NAME "bestfit_regress[private_break]" COMMAND bestfit_regress lock private_break)
   foreach(mode lock nolock)
-    foreach(case calloc odd_break fork glibc_sbrk)
+    foreach(case calloc odd_break fork glibc_sbrk brk_blocked)
       add_test(NAME "bestfit_regress[${mode},${case}]" COMMAND bestfit_regress ${mode} ${case})
       list(APPEND regress_tests "bestfit_regress[${mode},${case}]")
     endforeach()

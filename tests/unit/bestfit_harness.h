@@ -39,17 +39,18 @@ typedef struct {
     size_t (*block_size)(size_t);
     void (*tunables)(ts_bestfit_tunables_t *);
     size_t (*wasted)(void);
+    size_t (*mapped)(void); /* bytes of chunks mapped because sbrk refused */
 } bf_api_t;
 
 static const bf_api_t bf_apis[] = {
     {"lock", ts_malloc_lock, ts_free_lock, _ts_bestfit_calloc, _ts_bestfit_realloc,
      _ts_bestfit_memalign, _ts_bestfit_usable_size, _ts_bestfit_trim, _ts_bestfit_debug_walk,
      _ts_bestfit_debug_check, _ts_bestfit_debug_block_size, _ts_bestfit_debug_tunables,
-     _ts_bestfit_debug_wasted},
+     _ts_bestfit_debug_wasted, _ts_bestfit_debug_mapped},
     {"nolock", ts_malloc_nolock, ts_free_nolock, _ts_bestfit_tls_calloc, _ts_bestfit_tls_realloc,
      _ts_bestfit_tls_memalign, _ts_bestfit_tls_usable_size, _ts_bestfit_tls_trim,
      _ts_bestfit_tls_debug_walk, _ts_bestfit_tls_debug_check, _ts_bestfit_tls_debug_block_size,
-     _ts_bestfit_tls_debug_tunables, _ts_bestfit_tls_debug_wasted},
+     _ts_bestfit_tls_debug_tunables, _ts_bestfit_tls_debug_wasted, _ts_bestfit_tls_debug_mapped},
 };
 
 /* argv[1] names the design: "lock" (bestfit) or "nolock" (bestfit-tls). */

@@ -1,7 +1,8 @@
-/* Out of memory: impossible sizes, and sbrk refused by the OS failure hook,
- * give NULL with errno = ENOMEM and leave the heap consistent and usable;
- * malloc fails only when no free block fits. realloc failure keeps the old
- * block intact.
+/* Out of memory: impossible sizes, and sbrk and mmap refused by the OS
+ * failure hook (sbrk alone is not enough: the heap then grows with mapped
+ * chunks, see bestfit_mapped), give NULL with errno = ENOMEM and leave the
+ * heap consistent and usable; malloc fails only when no free block fits.
+ * realloc failure keeps the old block intact.
  * Usage: bestfit_oom lock|nolock */
 #include "bestfit_harness.h"
 
@@ -33,12 +34,12 @@ int main(int argc, char **argv) {
         expect_enomem(api->memalign((size_t)1 << 62, 16));
     }
     BF_CHECK_HEAP(api);
-    /* sbrk refused: growth fails, what fits in free memory still works. */
+    /* sbrk and mmap refused: growth fails, what fits in free memory still works. */
     char *keep = api->malloc(100);
     CHECK(keep);
     const size_t ds0 = get_data_segment_size();
     ts_fill(keep, 100, 1);
-    ts_os_test_fail(TS_OS_FAIL_SBRK, 0, -1);
+    ts_os_test_fail(TS_OS_FAIL_SBRK | TS_OS_FAIL_MMAP, 0, -1);
     errno = 0;
     expect_enomem(api->malloc(1 << 20));
     errno = 0;
@@ -62,12 +63,14 @@ int main(int argc, char **argv) {
     api->free(keep);
     BF_CHECK_HEAP(api);
 
-    /* Random work with every few sbrk calls refused: NULL only when nothing fits. */
+    /* Random work with every few growths refused (an sbrk and the mmap that
+     * replaces it): NULL only when nothing fits. */
     uint64_t rng = 99;
     long failures = 0;
     for (int op = 0; op < 8000; op++) {
         int i = (int)ts_rand_range(&rng, 0, SLOTS - 1);
-        if (op % 25 == 0) ts_os_test_fail(TS_OS_FAIL_SBRK, (long)ts_rand_range(&rng, 0, 2), 1);
+        if (op % 25 == 0)
+            ts_os_test_fail(TS_OS_FAIL_SBRK | TS_OS_FAIL_MMAP, (long)ts_rand_range(&rng, 0, 2), 2);
         if (slot[i]) {
             CHECK(ts_verify(slot[i], len[i], (uint64_t)i));
             api->free(slot[i]);

@@ -12,6 +12,11 @@
  *   glibc_sbrk     glibc's main arena and the designs moved one break with no
  *                  common lock: memory was handed out twice.
  *   private_break  the contract of the classic library's private break.
+ * And of review 3:
+ *   brk_blocked    when the break could not grow (a mapping right above it),
+ *                  malloc failed with ENOMEM although memory was available:
+ *                  now the heap grows with mapped chunks. Threads, frees of
+ *                  exited threads' blocks and a fork child on those chunks.
  * Built twice: bestfit_regress links libtsalloc-classic.a (private break, fork
  * handlers), bestfit_regress_sysbrk the same objects on the real break. Both
  * link with --wrap=_ts_os_sbrk,--wrap=pthread_mutex_lock (the hooks). */
@@ -97,13 +102,19 @@ static void dirty_free(const bf_api_t *api, void *y, size_t size) {
     api->free(y);
 }
 
+static pthread_barrier_t b_alive;
+/* Lives until main freed its block: a dead owner's block would go to the orphans. */
 static void *thread_malloc_1000(void *arg) {
-    (void)arg;
-    return ts_malloc_nolock(1000);
+    void **out = arg;
+    *out = ts_malloc_nolock(1000);
+    pthread_barrier_wait(&b_alive); /* 1: allocated */
+    pthread_barrier_wait(&b_alive); /* 2: main freed it */
+    return NULL;
 }
 
 /* nolock: main's reserve ends where thread B's first chunk starts; main frees
- * B's first block, which merges with main's reserve across main's top. */
+ * B's first block while B lives, which merges with main's reserve across
+ * main's top. */
 static void calloc_nolock(const bf_api_t *api) {
     void *p0 = api->malloc(100); /* main's first chunk */
     CHECK(p0);
@@ -112,8 +123,9 @@ static void calloc_nolock(const bf_api_t *api) {
     uintptr_t top = reserve_start + reserve_size;
     pthread_t t;
     void *x;
-    CHECK(pthread_create(&t, NULL, thread_malloc_1000, NULL) == 0);
-    CHECK(pthread_join(t, &x) == 0);
+    CHECK(pthread_barrier_init(&b_alive, NULL, 2) == 0);
+    CHECK(pthread_create(&t, NULL, thread_malloc_1000, &x) == 0);
+    pthread_barrier_wait(&b_alive);
     /* The private break moves only for the designs: B's chunk comes next. */
     CHECK_MSG(bf_block(x) == top, "B's block %p, main's top %#lx", x, (unsigned long)top);
     BF_CHECK_HEAP(api);
@@ -122,6 +134,8 @@ static void calloc_nolock(const bf_api_t *api) {
     void *x2 = api->malloc(1000); /* carved from the merged block's back: the rest ends at top */
     CHECK(x2 == x);
     BF_CHECK_HEAP(api);
+    pthread_barrier_wait(&b_alive);
+    CHECK(pthread_join(t, NULL) == 0);
     dirty_free(api, api->malloc(200), 200);
     BF_CHECK_HEAP(api);
     calloc_reads_zeros(api);
@@ -410,6 +424,66 @@ static void private_break(void) {
     CHECK((char *)sbrk(0) == real0);
 }
 
+/* ---- the break cannot grow ------------------------------------------------ */
+
+#define BLOCKED_BLOCKS 300
+static const bf_api_t *blocked_api;
+static void *blocked_kept[2][BLOCKED_BLOCKS / 2];
+
+static void *blocked_worker(void *arg) {
+    uintptr_t id = (uintptr_t)arg;
+    uint64_t rng = 31 + id;
+    char *p[BLOCKED_BLOCKS];
+    size_t n[BLOCKED_BLOCKS];
+    for (int i = 0; i < BLOCKED_BLOCKS; i++) {
+        n[i] = ts_rand_range(&rng, 1, 20000);
+        p[i] = blocked_api->malloc(n[i]);
+        CHECK_MSG(p[i] != NULL, "malloc(%zu) failed with the break blocked", n[i]);
+        ts_fill(p[i], n[i], id * 1000 + (uint64_t)i);
+    }
+    for (int i = 0; i < BLOCKED_BLOCKS; i++) {
+        CHECK(ts_verify(p[i], n[i], id * 1000 + (uint64_t)i));
+        if (i % 2)
+            blocked_api->free(p[i]);
+        else
+            blocked_kept[id][i / 2] = p[i];
+    }
+    return NULL;
+}
+
+static void brk_blocked(const bf_api_t *api) {
+    blocked_api = api;
+    void *first = api->malloc(100);
+    CHECK(first);
+    ts_os_test_fail(TS_OS_FAIL_SBRK, 0, -1);
+    for (int round = 0; round < 3; round++) {
+        pthread_t t[2];
+        for (uintptr_t i = 0; i < 2; i++)
+            CHECK(pthread_create(&t[i], NULL, blocked_worker, (void *)i) == 0);
+        for (int i = 0; i < 2; i++) CHECK(pthread_join(t[i], NULL) == 0);
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < BLOCKED_BLOCKS / 2; k++) api->free(blocked_kept[i][k]);
+        BF_CHECK_HEAP(api);
+    }
+    CHECK(api->mapped() > 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        char *c = api->malloc(5 << 20);
+        if (!c) _exit(1);
+        ts_fill(c, 5 << 20, 4);
+        if (!ts_verify(c, 5 << 20, 4)) _exit(2);
+        api->free(c);
+        _exit(api->check() ? 3 : 0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork child status %d", status);
+    ts_os_test_fail(0, 0, 0);
+    api->free(first);
+    BF_CHECK_HEAP(api);
+}
+
 int main(int argc, char **argv) {
     const bf_api_t *api = bf_api_from_args(argc, argv);
     const char *which = argc > 2 ? argv[2] : "";
@@ -426,9 +500,13 @@ int main(int argc, char **argv) {
         glibc_sbrk(api);
     } else if (!strcmp(which, "private_break")) {
         private_break();
+    } else if (!strcmp(which, "brk_blocked")) {
+        brk_blocked(api);
     } else {
-        fprintf(stderr, "usage: %s lock|nolock calloc|odd_break|fork|glibc_sbrk|private_break\n",
-                argv[0]);
+        fprintf(
+            stderr,
+            "usage: %s lock|nolock calloc|odd_break|fork|glibc_sbrk|private_break|brk_blocked\n",
+            argv[0]);
         return 2;
     }
     printf("bestfit_regress %s %s: ok\n", api->name, which);

@@ -2,22 +2,32 @@
  * ts_free_nolock): each thread has its own best-fit heap (fitheap.h) in
  * thread-local storage, searched and changed without any lock.
  *
+ * - Each live thread has an owner id (1..FIT_OWNER_MAX), stamped in the header
+ *   of every block it allocates (fitheap.h); ids are handed out round-robin,
+ *   so one is reused only after ~65 000 other threads started.
  * - A block goes to the heap of the thread that frees it, whoever allocated
- *   it. So blocks are never reused or coalesced across threads: a block freed
- *   by thread B is invisible to thread A (docs/bestfit.md measures the cost).
- * - Heaps grow with sbrk under grow_lock, the one lock of the hot paths, which
- *   also guards the segment table that validates pointers (read lock-free).
+ *   it, as long as its owner lives: the own-block path takes no lock, and
+ *   blocks are not reused or coalesced across live threads (docs/bestfit.md
+ *   measures the cost). A block whose owner has exited goes to the orphan
+ *   heap instead, under orphan_lock: otherwise blocks of short-lived threads
+ *   freed by a long-lived one pile up in its heap, unused, and the data
+ *   segment grows with every generation of threads.
+ * - Heaps grow with sbrk (mmap when the break cannot grow) under grow_lock,
+ *   which also guards the segment table that validates pointers (read
+ *   lock-free).
  * - When a thread exits (pthread key destructor), its free blocks go to the
- *   orphan heap, under orphan_lock. A thread whose own heap has no fit takes
- *   its best fit from the orphan heap before growing. A thread that allocates
- *   or frees after its destructor ran works on the orphan heap directly.
- * - registry lists the live threads' heaps, only so that statistics can add
- *   up their free bytes.
+ *   orphan heap, under orphan_lock, and its id dies. A thread whose own heap
+ *   has no fit takes its best fit from the orphan heap before growing. A
+ *   thread that allocates or frees after its destructor ran works on the
+ *   orphan heap directly, with owner 0 (never alive).
+ * - registry lists the live threads' heaps, so that statistics can add up
+ *   their free bytes; live_ids marks the live owner ids.
  *
  * Invariants: a thread's heap is touched by that thread only (statistics read
  * its atomic free_bytes); the orphan heap only under orphan_lock; segs is
- * written only under grow_lock. In a fork child the other threads' heaps are
- * lost (they may have been mid-update): their free blocks are leaked.
+ * written only under grow_lock; live_ids only under registry_lock (read
+ * without). In a fork child the other threads' heaps are lost (they may have
+ * been mid-update): their free blocks are leaked; their ids die.
  * Lock order: registry_lock, orphan_lock, grow_lock, then the OS sbrk lock.
  *
  * Exported from here: ts_malloc_nolock, ts_free_nolock, and the weak
@@ -41,6 +51,7 @@ typedef struct ts_fit_thread {
     ts_fit_heap_t heap;
     struct ts_fit_thread *prev, *next; /* registry links, under registry_lock */
     int state;
+    unsigned id; /* owner id of the blocks this thread allocates; 0 once dead */
 } ts_fit_thread_t;
 
 static TS_TLS ts_fit_thread_t self;
@@ -51,12 +62,41 @@ static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_fit_thread_t *registry; /* under registry_lock */
 static ts_fit_heap_t orphans;     /* under orphan_lock */
 static ts_fit_segs_t segs;        /* written under grow_lock */
+/* Bit i: owner id i belongs to a live thread. Written under registry_lock. */
+static _Atomic uint64_t live_ids[(FIT_OWNER_MAX + 1) / 64];
+static unsigned last_id; /* the id handed out last, under registry_lock */
 /* Loaded under registry_lock before any thread's first use (thread_start). */
 static ts_fit_config_t config;
 static bool config_loaded, exit_key_made;
 static pthread_key_t exit_key;
 
 static void thread_exit(void *arg);
+
+static inline bool id_alive(unsigned id) {
+    return (atomic_load_explicit(&live_ids[id / 64], memory_order_relaxed) >> (id % 64)) & 1;
+}
+
+static inline void id_mark(unsigned id, bool alive) {
+    uint64_t bit = (uint64_t)1 << (id % 64);
+    if (alive)
+        atomic_fetch_or_explicit(&live_ids[id / 64], bit, memory_order_relaxed);
+    else
+        atomic_fetch_and_explicit(&live_ids[id / 64], ~bit, memory_order_relaxed);
+}
+
+/* The next id no live thread holds, round-robin; 0 (treated as dead by other
+ * threads: they free its blocks into the orphan heap) if all are taken.
+ * Under registry_lock. */
+static unsigned id_take(void) {
+    for (unsigned tries = 0; tries < FIT_OWNER_MAX; tries++) {
+        last_id = last_id % FIT_OWNER_MAX + 1;
+        if (!id_alive(last_id)) {
+            id_mark(last_id, true);
+            return last_id;
+        }
+    }
+    return 0;
+}
 
 /* First call of this thread: register its heap and the exit hook. */
 static TS_NOINLINE void thread_start(void) {
@@ -72,11 +112,16 @@ static TS_NOINLINE void thread_start(void) {
     self.next = registry;
     if (registry) registry->prev = &self;
     registry = &self;
+    self.id = id_take();
     self.state = THREAD_LIVE;
     pthread_mutex_unlock(&registry_lock);
     /* May allocate (key index >= 32): we are live, so that recursion works. */
     if (exit_key_made) pthread_setspecific(exit_key, &self);
 }
+
+/* The owner stamped on blocks taken for heap h's user: this thread, or 0 on
+ * the orphan heap (a thread past its exit hook). */
+static inline unsigned owner_of(const ts_fit_heap_t *h);
 
 static ts_fit_block_t *grow_and_take(ts_fit_heap_t *h, size_t need, bool *clean) {
     for (int i = 0; i < FIT_GROW_TRIES; i++) {
@@ -86,7 +131,7 @@ static ts_fit_block_t *grow_and_take(ts_fit_heap_t *h, size_t need, bool *clean)
         pthread_mutex_unlock(&grow_lock);
         if (!old) return NULL;
         fit_add_chunk(h, old, inc);
-        ts_fit_block_t *b = fit_take(h, &config, need, clean);
+        ts_fit_block_t *b = fit_take(h, &config, need, owner_of(h), clean);
         if (b) return b;
     }
     return NULL;
@@ -130,10 +175,24 @@ static inline void leave(ts_fit_heap_t *h) {
     if (h == &orphans) pthread_mutex_unlock(&orphan_lock);
 }
 
+static inline unsigned owner_of(const ts_fit_heap_t *h) {
+    return h == &orphans ? 0 : self.id;
+}
+
+/* Enter the heap that in-use block b goes back to: ours when we own it
+ * (no lock) or its owner still lives; the orphans' when its owner exited. */
+static inline ts_fit_heap_t *enter_for(const ts_fit_block_t *b) {
+    ts_fit_heap_t *h = my_heap();
+    unsigned owner = fit_owner(b);
+    if (ts_likely(h != NULL) && (ts_likely(owner == self.id) || id_alive(owner))) return h;
+    pthread_mutex_lock(&orphan_lock);
+    return &orphans;
+}
+
 static TS_NOINLINE ts_fit_block_t *take_slow(ts_fit_heap_t *h, size_t need, bool *clean) {
     if (h != &orphans && FIT_LOAD(orphans.free_bytes) >= need) {
         pthread_mutex_lock(&orphan_lock);
-        ts_fit_block_t *b = fit_take(&orphans, &config, need, clean);
+        ts_fit_block_t *b = fit_take(&orphans, &config, need, self.id, clean);
         pthread_mutex_unlock(&orphan_lock);
         if (b) return b;
     }
@@ -143,7 +202,7 @@ static TS_NOINLINE ts_fit_block_t *take_slow(ts_fit_heap_t *h, size_t need, bool
 /* Best fit in h (entered), then in the orphan heap, then from new memory.
  * *clean: see fit_take. */
 static inline ts_fit_block_t *take(ts_fit_heap_t *h, size_t need, bool *clean) {
-    ts_fit_block_t *b = fit_take(h, &config, need, clean);
+    ts_fit_block_t *b = fit_take(h, &config, need, owner_of(h), clean);
     return ts_likely(b != NULL) ? b : take_slow(h, need, clean);
 }
 
@@ -165,7 +224,7 @@ void *_ts_bestfit_tls_malloc(size_t size) {
 void _ts_bestfit_tls_free(void *ptr) {
     if (!ptr) return;
     ts_fit_block_t *b = fit_checked_block(&segs, ptr, "free", true);
-    ts_fit_heap_t *h = enter();
+    ts_fit_heap_t *h = enter_for(b);
     release(h, b);
     leave(h);
 }
@@ -195,23 +254,26 @@ void *_ts_bestfit_tls_realloc(void *ptr, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
-    ts_fit_heap_t *h = enter();
+    /* In place with the heap b would be freed into; else a block of our own. */
+    ts_fit_heap_t *h = enter_for(b);
     ts_fit_free_t *freed;
     if (fit_resize(h, &config, b, need, &freed)) {
         maybe_trim(h, freed);
         leave(h);
         return ptr;
     }
+    leave(h);
+    h = enter();
     ts_fit_block_t *nb = take(h, need, NULL);
-    if (nb) {
-        memcpy(fit_payload(nb), ptr, old_payload);
-        release(h, b);
-    }
     leave(h);
     if (!nb) {
         errno = ENOMEM;
         return NULL;
     }
+    memcpy(fit_payload(nb), ptr, old_payload);
+    h = enter_for(b);
+    release(h, b);
+    leave(h);
     return fit_payload(nb);
 }
 
@@ -278,6 +340,8 @@ static void thread_exit(void *arg) {
     ts_fit_free_t *f;
     while ((f = fit_pop(&t->heap)) != NULL) maybe_trim(&orphans, fit_put(&orphans, f));
     pthread_mutex_unlock(&orphan_lock);
+    if (t->id) id_mark(t->id, false); /* its blocks now go to the orphans when freed */
+    t->id = 0;
     if (t->prev)
         t->prev->next = t->next;
     else
@@ -303,11 +367,15 @@ void _ts_bestfit_tls_atfork_child(void) {
     pthread_mutex_init(&grow_lock, NULL);
     pthread_mutex_init(&orphan_lock, NULL);
     pthread_mutex_init(&registry_lock, NULL);
-    /* Only this thread survives; the others' heaps (and free blocks) are lost. */
+    /* Only this thread survives; the others' heaps (and free blocks) are lost,
+     * and their ids die: the child's frees of their blocks go to the orphans. */
     registry = NULL;
+    for (size_t i = 0; i < sizeof live_ids / sizeof live_ids[0]; i++)
+        atomic_store_explicit(&live_ids[i], 0, memory_order_relaxed);
     if (self.state == THREAD_LIVE) {
         self.prev = self.next = NULL;
         registry = &self;
+        if (self.id) id_mark(self.id, true);
     }
 }
 
@@ -370,6 +438,10 @@ void _ts_bestfit_tls_debug_tunables(ts_bestfit_tunables_t *out) {
 
 size_t _ts_bestfit_tls_debug_wasted(void) {
     return FIT_LOAD(segs.wasted);
+}
+
+size_t _ts_bestfit_tls_debug_mapped(void) {
+    return FIT_LOAD(segs.mapped);
 }
 
 size_t _ts_bestfit_tls_debug_thread_free(void) {

@@ -1,6 +1,7 @@
 /* The bestfit design, the seeds' locking version (ts_malloc_lock /
- * ts_free_lock): one heap of best-fit free blocks (fitheap.h) grown with sbrk,
- * and one pthread mutex held across every call that touches it.
+ * ts_free_lock): one heap of best-fit free blocks (fitheap.h) grown with sbrk
+ * (or with mmap when the break cannot grow), and one pthread mutex held across
+ * every call that touches it. Blocks carry owner 0.
  *
  * Invariants: heap and config are read and written only with heap_lock held
  * (config is loaded under it on first use). segs is written under grow_lock
@@ -49,7 +50,7 @@ static inline void unlock(void) {
 /* Best fit, growing the heap when nothing fits. Called with heap_lock held;
  * drops it while growing. *clean: see fit_take. */
 static ts_fit_block_t *take(size_t need, bool *clean) {
-    ts_fit_block_t *b = fit_take(&heap, &config, need, clean);
+    ts_fit_block_t *b = fit_take(&heap, &config, need, 0, clean);
     for (int i = 0; !b && i < FIT_GROW_TRIES; i++) {
         size_t inc = fit_grow_size(&config, need);
         unlock();
@@ -58,9 +59,10 @@ static ts_fit_block_t *take(size_t need, bool *clean) {
         pthread_mutex_unlock(&grow_lock);
         if (old) fit_prefault(old, inc, config.grow_chunk);
         lock();
-        if (!old) return fit_take(&heap, &config, need, clean); /* another thread may have grown */
+        if (!old)
+            return fit_take(&heap, &config, need, 0, clean); /* another thread may have grown */
         fit_add_chunk(&heap, old, inc);
-        b = fit_take(&heap, &config, need, clean);
+        b = fit_take(&heap, &config, need, 0, clean);
     }
     return b;
 }
@@ -274,4 +276,8 @@ void _ts_bestfit_debug_tunables(ts_bestfit_tunables_t *out) {
 
 size_t _ts_bestfit_debug_wasted(void) {
     return FIT_LOAD(segs.wasted);
+}
+
+size_t _ts_bestfit_debug_mapped(void) {
+    return FIT_LOAD(segs.mapped);
 }

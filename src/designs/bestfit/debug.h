@@ -30,6 +30,8 @@ TS_HIDDEN size_t _ts_bestfit_debug_block_size(size_t request); /* 0: impossible 
 TS_HIDDEN void _ts_bestfit_debug_tunables(ts_bestfit_tunables_t *out);
 /* Bytes of chunk slack at unaligned breaks, counted in the data segment. */
 TS_HIDDEN size_t _ts_bestfit_debug_wasted(void);
+/* Bytes of chunks mapped because the break could not grow (in the data segment). */
+TS_HIDDEN size_t _ts_bestfit_debug_mapped(void);
 
 /* bestfit-tls: the calling thread's heap, and the heap of exited threads. */
 TS_HIDDEN void _ts_bestfit_tls_debug_walk(ts_bestfit_walk_fn fn, void *arg);
@@ -39,6 +41,7 @@ TS_HIDDEN const char *_ts_bestfit_tls_debug_check(void);
 TS_HIDDEN size_t _ts_bestfit_tls_debug_block_size(size_t request);
 TS_HIDDEN void _ts_bestfit_tls_debug_tunables(ts_bestfit_tunables_t *out);
 TS_HIDDEN size_t _ts_bestfit_tls_debug_wasted(void);
+TS_HIDDEN size_t _ts_bestfit_tls_debug_mapped(void);
 /* Free bytes in the calling thread's heap and in the orphan heap. */
 TS_HIDDEN size_t _ts_bestfit_tls_debug_thread_free(void);
 TS_HIDDEN size_t _ts_bestfit_tls_debug_orphan_free(void);

@@ -9,9 +9,14 @@
  * Terms.
  *   block    [b, b + size) in the data segment; a 16-byte header, then the
  *            payload at b + 16. size is a multiple of 16 and >= FIT_MIN_BLOCK.
- *   chunk    what one sbrk call obtained.
- *   segment  a maximal run of address-contiguous chunks of one design. A
- *            foreign sbrk (glibc's, say) between two chunks starts a new one.
+ *   chunk    what one sbrk call obtained or, when the break cannot grow (a
+ *            mapping above it, say), one mapping from _ts_os_map. A mapped
+ *            chunk keeps 16 bytes unused at each end (FIT_MAP_GUARD), so none
+ *            of its blocks ever touches memory outside it: blocks never
+ *            coalesce across a chunk boundary that is not break-contiguous.
+ *   segment  a maximal run of address-contiguous break chunks of one design,
+ *            or one mapped chunk. A foreign sbrk (glibc's, say) between two
+ *            break chunks starts a new one.
  *   heap     a set of free blocks with its index: bestfit has one, bestfit-tls
  *            one per thread plus the shared heap of exited threads.
  *   reserve  a heap's free block that ends where the heap's latest chunk ends
@@ -23,9 +28,11 @@
  *            header at clean_from itself. A block carved at clean_from (or
  *            above) thus has an all-zero payload: calloc need not clear it.
  *
- * Block header: word 0 = size | FIT_INUSE; word 1 = check, a hash of the
- * header's address and word 0. A real header is told from stray bytes by the
- * check, and a free one from an in-use one by the flag (both are hashed).
+ * Block header: word 0 = size | FIT_INUSE; word 1 = check: the owner (16
+ * bits, bestfit-tls's id of the allocating thread, 0 otherwise and for free
+ * blocks) above a 48-bit hash of the header's address, word 0 and the owner.
+ * A real header is told from stray bytes by the hash, and a free one from an
+ * in-use one by the flag (both are hashed).
  * A free block carries its index links after the header (48 bytes in all).
  *
  * The index: two treaps threaded through the free blocks, one ordered by
@@ -74,6 +81,14 @@
 #define FIT_DEFAULT_TRIM_THRESHOLD (128 * 1024) /* give back a free top larger than this */
 #define FIT_DEFAULT_GROW_CHUNK     (64 * 1024)  /* smallest sbrk increment */
 #define FIT_GROW_TRIES             3 /* sbrk attempts per malloc (another thread may take a chunk) */
+/* A mapped chunk (the break could not grow) is at least this large, and at
+ * least 1/FIT_MAP_GROWTH_DIV of the bytes mapped so far, so that few of them
+ * exist: each may cost a copy of the segment table. */
+#define FIT_MAP_MIN        ((size_t)1 << 20)
+#define FIT_MAP_GROWTH_DIV 8
+#define FIT_MAP_GUARD      16 /* bytes left unused at each end of a mapped chunk */
+#define FIT_OWNER_SHIFT    48
+#define FIT_OWNER_MAX      0xffffu
 
 enum { FIT_BY_ADDR = 0, FIT_BY_SIZE = 1 };
 
@@ -109,8 +124,11 @@ typedef struct ts_fit_heap {
  * count with acquire; a writer (holding the design's grow lock) publishes an
  * entry before bumping the count, and on growth copies into a larger mapping
  * and publishes its pointer. Old tables are never unmapped, so a reader never
- * touches freed memory. Segment starts only increase (the break only moves up
- * except when we give our own top back). */
+ * touches freed memory. Entries are sorted by start and never overlap; a
+ * chunk that belongs before the last entry (a mapped chunk below an earlier
+ * one, a break chunk below a mapped one) is inserted into a new copy of the
+ * table, so a reader never sees an entry move. Only a break segment's end
+ * changes in place (growth, give-back). */
 typedef struct ts_fit_seg {
     uintptr_t start;
     _Atomic uintptr_t end;
@@ -127,7 +145,8 @@ typedef struct ts_fit_segs {
     _Atomic uintptr_t last_end; /* end of this design's latest chunk: where the break is if ours */
     _Atomic size_t obtained;    /* the data segment: bytes obtained minus bytes given back */
     _Atomic size_t peak;
-    _Atomic size_t wasted; /* alignment slack of chunks obtained at an unaligned break */
+    _Atomic size_t wasted; /* alignment slack at unaligned breaks, guards of mapped chunks */
+    _Atomic size_t mapped; /* bytes of mapped chunks (in `obtained`; never given back) */
 } ts_fit_segs_t;
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -143,18 +162,25 @@ static inline uint64_t fit_mix(uint64_t x) {
     return x ^ (x >> 33);
 }
 
-static inline uintptr_t fit_check_word(uintptr_t b, size_t word) {
-    return (uintptr_t)fit_mix(b ^ word ^ 0x7473616c6c6f6366ull);
+static inline uintptr_t fit_check_word(uintptr_t b, size_t word, unsigned owner) {
+    uint64_t hash =
+        fit_mix(b ^ word ^ 0x7473616c6c6f6366ull ^ ((uint64_t)owner << FIT_OWNER_SHIFT));
+    return (uintptr_t)((hash >> (64 - FIT_OWNER_SHIFT)) | ((uint64_t)owner << FIT_OWNER_SHIFT));
+}
+
+/* The owner recorded in a header's check word (see fit_check_word). */
+static inline unsigned fit_owner(const ts_fit_block_t *b) {
+    return (unsigned)(b->check >> FIT_OWNER_SHIFT);
 }
 
 static inline void fit_set_free(ts_fit_free_t *f, size_t size) {
     f->size = size;
-    f->check = fit_check_word((uintptr_t)f, size);
+    f->check = fit_check_word((uintptr_t)f, size, 0);
 }
 
-static inline void fit_set_used(ts_fit_block_t *b, size_t size) {
+static inline void fit_set_used(ts_fit_block_t *b, size_t size, unsigned owner) {
     b->word = size | FIT_INUSE;
-    b->check = fit_check_word((uintptr_t)b, b->word);
+    b->check = fit_check_word((uintptr_t)b, b->word, owner);
 }
 
 static inline size_t fit_used_size(const ts_fit_block_t *b) {
@@ -319,9 +345,9 @@ static inline ts_fit_free_t *fit_highest(const ts_fit_heap_t *h) {
  * carved from its front (the free space stays at the top, where it can be
  * given back); an indexed block from its back (its address, hence its place
  * in the address tree, stays). *clean (if not NULL) tells whether the payload
- * is all zeros. */
+ * is all zeros. The block is marked as `owner`'s. */
 static inline ts_fit_block_t *fit_take(ts_fit_heap_t *h, const ts_fit_config_t *cfg, size_t need,
-                                       bool *clean) {
+                                       unsigned owner, bool *clean) {
     ts_fit_free_t *c = fit_lower_bound(h, need), *r = h->reserve;
     ts_fit_block_t *b;
     size_t got;
@@ -364,7 +390,7 @@ static inline ts_fit_block_t *fit_take(ts_fit_heap_t *h, const ts_fit_config_t *
     } else {
         return NULL;
     }
-    fit_set_used(b, got);
+    fit_set_used(b, got, owner);
     fit_sub_free(h, got);
     if (clean) *clean = zeros;
     return b;
@@ -435,7 +461,7 @@ static inline bool fit_resize(ts_fit_heap_t *h, const ts_fit_config_t *cfg, ts_f
     if (need <= size) {
         if (size - need >= cfg->min_split) {
             ts_fit_free_t *tail = (ts_fit_free_t *)((char *)b + need);
-            fit_set_used(b, need);
+            fit_set_used(b, need, fit_owner(b));
             fit_set_free(tail, size - need);
             *freed = fit_put(h, tail);
         }
@@ -463,7 +489,7 @@ static inline bool fit_resize(ts_fit_heap_t *h, const ts_fit_config_t *cfg, ts_f
     }
     if (is_reserve && (uintptr_t)b + got > h->clean_from) h->clean_from = (uintptr_t)b + got;
     fit_sub_free(h, got - size);
-    fit_set_used(b, got);
+    fit_set_used(b, got, fit_owner(b));
     return true;
 }
 
@@ -480,7 +506,7 @@ static inline ts_fit_block_t *fit_align(ts_fit_heap_t *h, const ts_fit_config_t 
     ts_fit_free_t *lead_free = NULL;
     if (lead) {
         ts_fit_block_t *nb = (ts_fit_block_t *)((char *)b + lead);
-        fit_set_used(nb, fit_used_size(b) - lead);
+        fit_set_used(nb, fit_used_size(b) - lead, fit_owner(b));
         ts_fit_free_t *f = (ts_fit_free_t *)b;
         fit_set_free(f, lead);
         lead_free = fit_put(h, f);
@@ -516,56 +542,123 @@ static inline ts_fit_seg_t *fit_segs_find(ts_fit_segs_t *s, uintptr_t a) {
     return a + FIT_HEADER <= end && a + FIT_HEADER > a ? g : NULL;
 }
 
-/* Makes room for one more entry. Caller holds the grow lock. */
-static inline bool fit_segs_room(ts_fit_segs_t *s) {
+/* Index of the first entry of t starting above a (== count when none). */
+static inline size_t fit_segs_upper(const ts_fit_segtab_t *t, size_t count, uintptr_t a) {
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->seg[mid].start <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Records chunk [start, end): extends the segment ending at `start` when
+ * `contiguous` (break chunks), else adds a segment in address order, in place
+ * when it goes last and fits, otherwise in a new copy of the table (readers
+ * of the old one still find every older segment). False (errno ENOMEM) when
+ * no table could be mapped. Caller holds the grow lock. */
+static inline bool fit_segs_record(ts_fit_segs_t *s, uintptr_t start, uintptr_t end,
+                                   bool contiguous) {
     ts_fit_segtab_t *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
     size_t count = t ? atomic_load_explicit(&t->count, memory_order_relaxed) : 0;
-    if (t && count < t->cap) return true;
+    size_t at = t ? fit_segs_upper(t, count, start) : 0;
+    if (contiguous && at && FIT_LOAD(t->seg[at - 1].end) == start) {
+        atomic_store_explicit(&t->seg[at - 1].end, end, memory_order_release);
+        return true;
+    }
+    if (t && at == count && count < t->cap) {
+        t->seg[count].start = start;
+        atomic_store_explicit(&t->seg[count].end, end, memory_order_relaxed);
+        atomic_store_explicit(&t->count, count + 1, memory_order_release);
+        return true;
+    }
     size_t page = _ts_os_page_size();
-    size_t cap = t ? t->cap * 2 : (page - sizeof(ts_fit_segtab_t)) / sizeof(ts_fit_seg_t);
+    size_t cap = !t               ? (page - sizeof(ts_fit_segtab_t)) / sizeof(ts_fit_seg_t)
+                 : count < t->cap ? t->cap
+                                  : t->cap * 2;
     size_t bytes = ts_align_up(sizeof(ts_fit_segtab_t) + cap * sizeof(ts_fit_seg_t), page);
     ts_fit_segtab_t *n = _ts_os_map(bytes);
     if (!n) return false;
     n->cap = (bytes - sizeof(ts_fit_segtab_t)) / sizeof(ts_fit_seg_t);
-    for (size_t i = 0; i < count; i++) {
-        n->seg[i].start = t->seg[i].start;
-        atomic_store_explicit(&n->seg[i].end, FIT_LOAD(t->seg[i].end), memory_order_relaxed);
+    for (size_t i = 0, j = 0; i <= count; i++, j++) {
+        if (i == at) {
+            n->seg[j].start = start;
+            atomic_store_explicit(&n->seg[j].end, end, memory_order_relaxed);
+            j++;
+        }
+        if (i == count) break;
+        n->seg[j].start = t->seg[i].start;
+        atomic_store_explicit(&n->seg[j].end, FIT_LOAD(t->seg[i].end), memory_order_relaxed);
     }
-    atomic_store_explicit(&n->count, count, memory_order_relaxed);
+    atomic_store_explicit(&n->count, count + 1, memory_order_relaxed);
     atomic_store_explicit(&s->tab, n, memory_order_release); /* the old table stays mapped */
     return true;
 }
 
-/* sbrk(*incp) and records the chunk; returns its start or NULL (errno
- * ENOMEM). *incp may grow by up to 15 bytes. Caller holds the grow lock. */
+static inline void fit_segs_count(ts_fit_segs_t *s, size_t bytes, size_t waste) {
+    size_t total = FIT_LOAD(s->obtained) + bytes;
+    FIT_STORE(s->obtained, total);
+    if (total > FIT_LOAD(s->peak)) FIT_STORE(s->peak, total);
+    if (waste) FIT_STORE(s->wasted, FIT_LOAD(s->wasted) + waste);
+}
+
+/* When the break cannot grow: maps a chunk for *incp bytes of blocks (at
+ * least FIT_MAP_MIN, and 1/FIT_MAP_GROWTH_DIV of what is mapped already) and
+ * records it as a segment of its own. Returns the start of its usable part
+ * (past the guard) and sets *incp to that part's size; NULL with ENOMEM.
+ * Never given back: the break's give-back cannot reach it. Grow lock held. */
+static inline void *fit_segs_map(ts_fit_segs_t *s, size_t *incp) {
+    size_t page = _ts_os_page_size(), want = *incp,
+           floor = FIT_LOAD(s->mapped) / FIT_MAP_GROWTH_DIV;
+    if (want > (size_t)PTRDIFF_MAX / 2) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    want += 2 * FIT_MAP_GUARD;
+    if (want < FIT_MAP_MIN) want = FIT_MAP_MIN;
+    if (want < floor) want = floor;
+    size_t bytes = ts_align_up(want, page);
+    char *m = _ts_os_map(bytes);
+    if (!m) return NULL;
+    if (!fit_segs_record(s, (uintptr_t)m, (uintptr_t)m + bytes, false)) {
+        _ts_os_unmap(m, bytes);
+        errno = ENOMEM;
+        return NULL;
+    }
+    FIT_STORE(s->mapped, FIT_LOAD(s->mapped) + bytes);
+    fit_segs_count(s, bytes, 2 * FIT_MAP_GUARD);
+    *incp = bytes - 2 * FIT_MAP_GUARD;
+    return m + FIT_MAP_GUARD;
+}
+
+/* Obtains a chunk for *incp bytes of blocks: sbrk(*incp) when the break can
+ * grow, else a mapping (fit_segs_map), as glibc does. Records it and returns
+ * its start, with *incp set to its size (a break chunk may grow by up to 15
+ * bytes of padding); NULL with errno ENOMEM. Caller holds the grow lock. */
 static inline void *fit_segs_obtain(ts_fit_segs_t *s, size_t *incp) {
     /* Someone left the break unaligned (an sbrk of an odd size): pad the chunk
      * so that it ends aligned. Otherwise it and every later chunk lose 16
      * bytes at each end, never merge with the previous one, and a request
      * larger than the grow chunk never fits in its own chunk. */
-    size_t inc = *incp += (size_t)(-(uintptr_t)_ts_os_brk_current() & 15);
-    if (inc > (size_t)PTRDIFF_MAX || !fit_segs_room(s)) {
+    size_t want = *incp, inc = want + (size_t)(-(uintptr_t)_ts_os_brk_current() & 15);
+    if (inc > (size_t)PTRDIFF_MAX / 2) {
         errno = ENOMEM;
         return NULL;
     }
     char *old = _ts_os_sbrk((intptr_t)inc);
-    if (!old) return NULL;
+    if (!old) return fit_segs_map(s, incp);
     uintptr_t start = (uintptr_t)old, end = start + inc;
-    ts_fit_segtab_t *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
-    size_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
-    if (count && FIT_LOAD(t->seg[count - 1].end) == start) {
-        atomic_store_explicit(&t->seg[count - 1].end, end, memory_order_release);
-    } else {
-        t->seg[count].start = start;
-        atomic_store_explicit(&t->seg[count].end, end, memory_order_relaxed);
-        atomic_store_explicit(&t->count, count + 1, memory_order_release);
+    if (!fit_segs_record(s, start, end, true)) { /* cannot track it: undo */
+        if (!_ts_os_sbrk_shrink_if_top((void *)end, inc)) fit_segs_count(s, inc, inc);
+        errno = ENOMEM;
+        return NULL;
     }
     FIT_STORE(s->last_end, end);
-    size_t total = FIT_LOAD(s->obtained) + inc;
-    FIT_STORE(s->obtained, total);
-    if (total > FIT_LOAD(s->peak)) FIT_STORE(s->peak, total);
-    size_t waste = (ts_align_up_ptr(start, 16) - start) + (end & 15);
-    if (waste) FIT_STORE(s->wasted, FIT_LOAD(s->wasted) + waste);
+    fit_segs_count(s, inc, (ts_align_up_ptr(start, 16) - start) + (end & 15));
+    *incp = inc;
     return old;
 }
 
@@ -616,9 +709,10 @@ static inline bool fit_give_back(ts_fit_heap_t *h, ts_fit_segs_t *s, ts_fit_free
     if (new_end >= end) return false;
     size_t give = end - new_end;
     if (!_ts_os_sbrk_shrink_if_top((void *)end, give)) return false;
+    /* The break segment holding f (mapped chunks may sort above it). */
     ts_fit_segtab_t *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
-    size_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
-    atomic_store_explicit(&t->seg[count - 1].end, new_end, memory_order_release);
+    size_t at = fit_segs_upper(t, atomic_load_explicit(&t->count, memory_order_relaxed), start);
+    atomic_store_explicit(&t->seg[at - 1].end, new_end, memory_order_release);
     FIT_STORE(s->last_end, new_end);
     FIT_STORE(s->obtained, FIT_LOAD(s->obtained) - give);
     if (f == h->reserve) {
@@ -628,9 +722,11 @@ static inline bool fit_give_back(ts_fit_heap_t *h, ts_fit_segs_t *s, ts_fit_free
     } else {
         fit_tree_erase(h, FIT_BY_SIZE, f);
         fit_set_free(f, new_end - start);
-        if (new_end <= h->top_end) {
-            /* f reached across top_end (or top_end was already given back):
-             * nothing of h is left above new_end, so f is the new top. */
+        if (h->top_end > start && h->top_end <= end && new_end <= h->top_end) {
+            /* f reached across top_end (a neighbour's chunk joined it): h has
+             * no reserve (it would end inside f), so f is the new top. When
+             * top_end lies above f (a mapped chunk, or memory already given
+             * back), f just stays indexed. */
             fit_tree_erase(h, FIT_BY_ADDR, f);
             h->reserve = f;
             h->top_end = h->clean_from = new_end;
@@ -656,7 +752,7 @@ static inline ts_fit_block_t *fit_checked_block(ts_fit_segs_t *s, const void *pt
     ts_fit_block_t *blk = (ts_fit_block_t *)b;
     size_t word = blk->word, size = word & ~FIT_INUSE;
     uintptr_t end = atomic_load_explicit(&g->end, memory_order_acquire);
-    if (ts_likely(blk->check == fit_check_word(b, word) && size >= FIT_MIN_BLOCK &&
+    if (ts_likely(blk->check == fit_check_word(b, word, fit_owner(blk)) && size >= FIT_MIN_BLOCK &&
                   (size & 15) == 0 && b >= g->start && size <= end - b)) {
         if (ts_likely(word & FIT_INUSE)) return blk;
         if (freeing) _ts_double_free(func, ptr);
@@ -703,7 +799,7 @@ static inline void fit_check_one(uintptr_t start, size_t size, int is_reserve, v
     if (st->error) return;
     if (size < FIT_MIN_BLOCK || (size & 15) || (start & 15))
         st->error = "bad free block size";
-    else if (f->check != fit_check_word(start, size))
+    else if (f->check != fit_check_word(start, size, 0))
         st->error = "bad free block header";
     else if (!g || start < g->start || start + size > FIT_LOAD(g->end))
         st->error = "free block outside the segments";
@@ -763,8 +859,9 @@ static inline const char *fit_check(const ts_fit_heap_t *h, ts_fit_segs_t *s) {
  * as identical weak functions: each adds what its own design reports to what
  * the other design reports if it is linked in (a weak reference, NULL when
  * absent). Whichever copy the linker keeps, the answer is the same: the bytes
- * the linked designs obtained with sbrk (minus what they gave back), and the
- * bytes in their free blocks, headers included. */
+ * the linked designs obtained with sbrk, or mapped when the break could not
+ * grow (minus what they gave back), and the bytes in their free blocks,
+ * headers included. */
 #define FIT_DEFINE_DATA_SEGMENT_API(own, other)                                                    \
     extern TS_HIDDEN size_t other##_segment_bytes(void) __attribute__((weak));                     \
     extern TS_HIDDEN size_t other##_free_space_bytes(void) __attribute__((weak));                  \

@@ -1,0 +1,42 @@
+/* Under LD_PRELOAD of bestfit or bestfit-tls: a mapping 1 MiB above the
+ * program break stops it from growing, as a library's mmap can. malloc must
+ * go on from mapped memory, as glibc's does, instead of failing with ENOMEM
+ * after the first megabyte; contents intact, freed memory reused. */
+#include "check.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define BLOCKS 16000 /* of 1000 bytes: 16 MB, well past the blocker */
+
+static char *blk[BLOCKS];
+
+int main(void) {
+    ts_require_preloaded();
+    free(malloc(10));
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t brk = (uintptr_t)sbrk(0);
+    uintptr_t at = ((brk + page - 1) & ~(page - 1)) + (1u << 20);
+    void *blocker =
+        mmap((void *)at, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK_MSG(blocker == (void *)at, "could not map the blocker at %#lx", (unsigned long)at);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < BLOCKS; i++) {
+            blk[i] = malloc(1000);
+            CHECK_MSG(blk[i] != NULL, "round %d: malloc failed after %d KB", round,
+                      i * 1000 / 1024);
+            ts_fill(blk[i], 1000, (uint64_t)i);
+        }
+        CHECK((uintptr_t)sbrk(0) <= at); /* the blocker stayed */
+        for (int i = 0; i < BLOCKS; i++) {
+            CHECK(ts_verify(blk[i], 1000, (uint64_t)i));
+            free(blk[i]);
+        }
+    }
+    printf("bestfit_brkblock: ok (break %#lx, blocker %#lx)\n", (unsigned long)brk,
+           (unsigned long)at);
+    return 0;
+}

@@ -1,0 +1,144 @@
+/* The break cannot grow (sbrk refused by the OS failure hook, as when a
+ * mapping sits right above the break): the heap grows with mapped chunks
+ * instead, as glibc's does.
+ * - allocations keep succeeding, no two overlap, contents survive;
+ * - the data segment grows by exactly the mapped bytes;
+ * - freed blocks are reused (same sizes again: no growth), the heap invariants
+ *   hold (no free block crosses a chunk boundary), pointer validation works
+ *   inside mapped chunks (invalid pointer, double free);
+ * - break chunks obtained once sbrk works again sort below the mapped ones and
+ *   validate too;
+ * - with sbrk and mmap both refused: NULL with ENOMEM, old blocks intact.
+ * Usage: bestfit_mapped lock|nolock */
+#include "bestfit_harness.h"
+
+#define COUNT 2500
+
+static const bf_api_t *api;
+static char *blk[COUNT];
+static size_t len[COUNT];
+static ts_range_t ranges[COUNT];
+
+static void verify_all(void) {
+    size_t n = 0;
+    for (int i = 0; i < COUNT; i++) {
+        if (!blk[i]) continue;
+        CHECK_MSG(ts_verify(blk[i], len[i], (uint64_t)i), "block %d (%zu bytes) changed", i,
+                  len[i]);
+        ranges[n].start = bf_block(blk[i]);
+        ranges[n].len = bf_block_size_of(api, blk[i]);
+        n++;
+    }
+    CHECK_MSG(ts_find_overlap(ranges, n) < 0, "two live blocks overlap");
+}
+
+static void alloc_slot(int i, size_t n) {
+    errno = 0;
+    blk[i] = api->malloc(n);
+    CHECK_MSG(blk[i] != NULL, "malloc(%zu) failed (errno %d) with sbrk refused", n, errno);
+    len[i] = n;
+    ts_fill(blk[i], n, (uint64_t)i);
+}
+
+static char *victim;
+static void free_interior(void *arg) {
+    (void)arg;
+    api->free(victim + 32);
+}
+static void free_twice(void *arg) {
+    (void)arg;
+    api->free(victim);
+    api->free(victim);
+}
+
+int main(int argc, char **argv) {
+    api = bf_api_from_args(argc, argv);
+    uint64_t rng = 7;
+    char *first = api->malloc(100); /* the heap's first break chunk */
+    CHECK(first);
+    const size_t ds0 = get_data_segment_size();
+    CHECK_EQ(api->mapped(), 0);
+
+    /* sbrk refused for good: about 10 MB in blocks of every size. */
+    ts_os_test_fail(TS_OS_FAIL_SBRK, 0, -1);
+    for (int i = 0; i < COUNT; i++) {
+        size_t n =
+            i % 500 == 7 ? ts_rand_range(&rng, 100000, 2500000) : ts_rand_range(&rng, 0, 5000);
+        alloc_slot(i, n);
+    }
+    ts_os_test_fail(0, 0, 0);
+    const size_t mapped = api->mapped();
+    CHECK(mapped > 0);
+    CHECK_EQ(get_data_segment_size(), ds0 + mapped);
+    verify_all();
+    BF_CHECK_HEAP(api);
+
+    /* Frees and reuse: every other block, then the same sizes again. */
+    ts_os_test_fail(TS_OS_FAIL_SBRK, 0, -1);
+    for (int i = 0; i < COUNT; i += 2) {
+        api->free(blk[i]);
+        blk[i] = NULL;
+    }
+    BF_CHECK_HEAP(api);
+    verify_all();
+    for (int i = 0; i < COUNT; i += 2) alloc_slot(i, len[i]);
+    CHECK_EQ(api->mapped(), mapped); /* exact holes were free: nothing new */
+    CHECK_EQ(get_data_segment_size(), ds0 + mapped);
+    verify_all();
+    BF_CHECK_HEAP(api);
+
+    /* Pointer validation inside a mapped chunk. */
+    victim = blk[COUNT - 2];
+    CHECK(ts_expect_abort(free_interior, NULL, "invalid pointer"));
+    CHECK(ts_expect_abort(free_twice, NULL, "double free"));
+
+    /* Everything freed, then one large block: it comes from the mapped memory. */
+    for (int i = 0; i < COUNT; i++) {
+        api->free(blk[i]);
+        blk[i] = NULL;
+    }
+    BF_CHECK_HEAP(api);
+    char *again = api->malloc(1 << 20);
+    CHECK(again);
+    ts_fill(again, 1 << 20, 3);
+    CHECK_EQ(api->mapped(), mapped);
+
+    /* sbrk and mmap both refused: NULL with ENOMEM, nothing changed. */
+    ts_os_test_fail(TS_OS_FAIL_SBRK | TS_OS_FAIL_MMAP, 0, -1);
+    errno = 0;
+    CHECK(api->malloc(mapped + (64 << 20)) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(api->calloc(mapped + (64 << 20)) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(api->memalign(1 << 16, mapped + (64 << 20)) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    errno = 0;
+    CHECK(api->realloc(again, mapped + (64 << 20)) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    CHECK(ts_verify(again, 1 << 20, 3));
+    CHECK_EQ(get_data_segment_size(), ds0 + mapped);
+    char *small = api->malloc(3000); /* fits in free memory: still works */
+    CHECK(small);
+    BF_CHECK_HEAP(api);
+
+    /* sbrk works again: new break chunks sort below the mapped ones. */
+    ts_os_test_fail(0, 0, 0);
+    for (int i = 0; i < 40; i++) alloc_slot(i, 200000);
+    verify_all();
+    BF_CHECK_HEAP(api);
+    for (int i = 0; i < 40; i++) {
+        api->free(blk[i]);
+        blk[i] = NULL;
+    }
+    BF_CHECK_HEAP(api);
+    CHECK(ts_verify(again, 1 << 20, 3));
+    api->free(again);
+    api->free(small);
+    api->free(first);
+    BF_CHECK_HEAP(api);
+    printf("bestfit_mapped %s: ok (%zu bytes mapped, %ld refusals)\n", api->name, mapped,
+           _ts_os_test_failures());
+    return 0;
+}

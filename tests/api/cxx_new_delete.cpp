@@ -16,13 +16,7 @@
 
 #include "cxx_oom_cases.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);             \
-            std::abort();                                                                          \
-        }                                                                                          \
-    } while (0)
+#define CHECK(c) OOM_CHECK(c)
 
 static bool aligned(void *p, size_t a) {
     return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;

@@ -29,6 +29,15 @@ check_header() {
     grep -q '^# unknown: [0-9]* frees' "$1" || fail "$1: no end-of-recording comment"
 }
 
+# expect_pair TRACE SIZE WHAT: a block of SIZE bytes is allocated into a slot
+# that a later f frees.
+expect_pair() {
+    awk -v size="$2" '
+        $1 == "m" && $3 == size && !slot { slot = $2; seen = 1; next }
+        seen && $1 == "f" && $2 == slot { freed = 1 }
+        END { exit !(seen && freed) }' "$1" || fail "$3: no new/delete pair of $2 bytes"
+}
+
 # replay TRACE DESIGN [THREADS REPEATS]: memsim accepts and replays it; its op
 # count is the number of operation lines.
 replay() {
@@ -196,13 +205,8 @@ cxx)
         "$tsalloc" record -o "$work/cxx.trace" --design "$design" -- "$cxx" \
             || fail "C++ program failed under record --design $design"
         check_header "$work/cxx.trace"
-        # Each size is allocated into a slot that a later f frees.
         for size in 12345 2345 23456 3456 4000; do
-            awk -v size="$size" '
-                $1 == "m" && $3 == size && !slot { slot = $2; seen = 1; next }
-                seen && $1 == "f" && $2 == slot { freed = 1 }
-                END { exit !(seen && freed) }' "$work/cxx.trace" \
-                || fail "cxx ($design): no new/delete pair of $size bytes"
+            expect_pair "$work/cxx.trace" "$size" "cxx ($design)"
         done
         echo "cxx ($design): every form recorded"
         replay "$work/cxx.trace" tsalloc 1 1
@@ -212,13 +216,7 @@ plugin)
     "$tsalloc" record -o "$work/plugin.trace" -- "$plugin_host" "$plugin" \
         || fail "C program with a C++ plugin failed under record"
     check_header "$work/plugin.trace"
-    for size in 5432 6543; do
-        awk -v size="$size" '
-            $1 == "m" && $3 == size && !slot { slot = $2; seen = 1; next }
-            seen && $1 == "f" && $2 == slot { freed = 1 }
-            END { exit !(seen && freed) }' "$work/plugin.trace" \
-            || fail "plugin: no new/delete pair of $size bytes"
-    done
+    for size in 5432 6543; do expect_pair "$work/plugin.trace" "$size" plugin; done
     echo "plugin: new/delete recorded"
     ;;
 install)

@@ -10,7 +10,7 @@
  *   count. Up to 64 KiB: 4 more to find the class. One unlikely branch to
  *   _ts_malloc_generic (empty list, larger sizes, the first call of a
  *   thread).
- * - free by the owning thread of a block of a head page: 33 instructions:
+ * - free by the owning thread of a block of a head page: 36 instructions:
  *   prove the pointer is ours (segment map, before reading any header), find
  *   its page (segment mask + shift), check it is a block boundary the page
  *   handed out (one multiply, one rotate, one compare), that the block is not
@@ -35,7 +35,7 @@
 /* Pop the head of a page's free list (not NULL). */
 TS_INLINE void *ts_pop(ts_page_t *page, ts_block_t *block) {
     ts_block_t *next = block->next;
-    *ts_block_mark(block) = 0;
+    *ts_mark_word(block) = 0;
     page->free = next;
     __builtin_prefetch(next); /* often written last by another thread */
     return block;
@@ -77,18 +77,19 @@ TS_INLINE void ts_core_free_inline(void *p) {
         goto slow; /* NULL, foreign or large */
     if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
     ts_block_t *block = p;
-    if (ts_unlikely(*ts_block_mark(block) == (uintptr_t)page)) goto slow; /* free already */
+    uintptr_t mark = ts_mark_of(block);
+    if (ts_unlikely(*ts_mark_word(block) == mark)) goto slow; /* free already */
     ts_heap_t *heap = _ts_tls_heap;
     uintptr_t owner = ts_page_owner(page);
     if (ts_likely(owner == (uintptr_t)heap + TS_OWNER_HEAD)) {
         block->next = page->free;
-        *ts_block_mark(block) = (uintptr_t)page;
+        *ts_mark_word(block) = mark;
         page->free = block;
         return;
     }
     if (owner == (uintptr_t)heap) { /* one of our pages that is not a head: counted */
         block->next = page->free;
-        *ts_block_mark(block) = (uintptr_t)page;
+        *ts_mark_word(block) = mark;
         page->free = block;
         if (ts_unlikely(--page->used == 0)) _ts_page_became_empty(heap, page);
         return;
@@ -102,7 +103,7 @@ TS_INLINE void ts_core_free_inline(void *p) {
     if (ts_likely(b->page == page)) {
         b->head = block;
         b->count = count;
-        *ts_block_mark(block) = (uintptr_t)page;
+        *ts_mark_word(block) = mark;
         block->next = batched; /* last: the compiler cannot tell block from b */
         if (ts_unlikely(count >= TS_RBATCH_MAX)) _ts_rbatch_flush(heap, b);
         return;

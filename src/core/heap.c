@@ -227,9 +227,22 @@ void _ts_heaps_atfork_parent(void) {
     pthread_mutex_unlock(&orphan_lock);
 }
 
+/* Heaps of threads that do not exist in this process: in a fork child, those
+ * of the parent's other threads (they still count in heaps_live). */
+static _Atomic size_t heaps_foreign;
+
+size_t _ts_heaps_running(void) {
+    size_t live = atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed);
+    size_t foreign = atomic_load_explicit(&heaps_foreign, memory_order_relaxed);
+    return live > foreign ? live - foreign : 0;
+}
+
 void _ts_heaps_atfork_child(void) {
     pthread_mutex_init(&pool_lock, NULL);
     pthread_mutex_init(&orphan_lock, NULL);
+    size_t live = atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed);
+    size_t mine = _ts_tls_heap->state == TS_HEAP_ACTIVE ? 1 : 0;
+    atomic_store_explicit(&heaps_foreign, live > mine ? live - mine : 0, memory_order_relaxed);
     /* The child's thread has a new id: it takes its heap's robust mutex anew.
      * Other threads' heaps stay as they are (their threads do not exist here). */
     ts_heap_t *self = _ts_tls_heap;

@@ -18,6 +18,8 @@
 #include "core/internal.h"
 
 static _Atomic int process_state;
+/* Set once, before the first block exists (internal.h: free marks). */
+uintptr_t _ts_mark_key = (uintptr_t)0xd6e8feb86659fd93ull;
 static _Atomic int ctor_done;
 static pthread_key_t heap_key;
 static bool heap_key_ok;
@@ -40,6 +42,7 @@ static TS_NOINLINE void process_init_slow(void) {
     if (atomic_compare_exchange_strong(&process_state, &expect, 1)) {
         _ts_sizeclass_init();
         _ts_options_init();
+        _ts_mark_key = (uintptr_t)(_ts_os_random() | (uint64_t)1 << 63);
         (void)_ts_os_page_size(); /* the OS layer caches it: once, before other threads */
         heap_key_ok = pthread_key_create(&heap_key, thread_exit) == 0;
         if (!heap_key_ok) _ts_verbose(1, "no pthread key: heaps of exiting threads are not reused");

@@ -122,15 +122,27 @@ typedef struct ts_block {
     struct ts_block *next;
 } ts_block_t;
 
-/* The second word of a free block (blocks are at least 16 bytes) holds the
- * address of its page's descriptor: every free, local or remote, and every
- * carving sets it, every allocation clears it. A block being freed that
- * carries it is already free: a double free, caught wherever it is waiting
- * (free list, remote batch or chain). A live block cannot hold the value
- * by chance: descriptors live in segment headers, never handed out, so no
- * program has their addresses to store. */
-TS_INLINE uintptr_t *ts_block_mark(ts_block_t *block) {
-    return (uintptr_t *)(void *)block + 1;
+/* The second word of a free block (blocks are at least 16 bytes) holds its
+ * free mark: the block's own address mixed with a per-process random key
+ * (top bit set, so no pointer or small integer equals it). Every free, local
+ * or remote, and every carving sets it, every allocation clears it; a block
+ * being freed that carries it is already free: a double free, caught wherever
+ * it waits (free list, remote batch or chain). A live block holds its mark
+ * only if the program wrote that random value there, and a mark copied from
+ * another block (stale memory of a reused page, say) is another block's: it
+ * never matches. */
+TS_HIDDEN extern uintptr_t _ts_mark_key;
+TS_INLINE uintptr_t ts_mark_of(const void *block) {
+    return (uintptr_t)block ^ _ts_mark_key;
+}
+TS_INLINE uintptr_t *ts_mark_word(void *block) {
+    return (uintptr_t *)block + 1;
+}
+TS_INLINE bool ts_block_marked(void *block) {
+    return *ts_mark_word(block) == ts_mark_of(block);
+}
+TS_INLINE void ts_block_mark(void *block) {
+    *ts_mark_word(block) = ts_mark_of(block);
 }
 
 typedef struct ts_heap ts_heap_t;
@@ -380,6 +392,9 @@ TS_HIDDEN void *_ts_orphan_alloc(size_t size, size_t align, bool zero);
 TS_HIDDEN void _ts_heaps_atfork_prepare(void);
 TS_HIDDEN void _ts_heaps_atfork_parent(void);
 TS_HIDDEN void _ts_heaps_atfork_child(void);
+/* Heaps whose threads exist in this process (heaps_live without a fork
+ * child's inherited ones). */
+TS_HIDDEN size_t _ts_heaps_running(void);
 typedef void (*ts_heap_visit_fn)(const ts_heap_t *heap, void *arg);
 TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
 

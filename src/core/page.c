@@ -173,10 +173,10 @@ static bool page_extend(ts_page_t *page) {
     char *b = first;
     for (uint32_t i = 1; i < n; i++, b += bs) {
         ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);
-        *ts_block_mark((ts_block_t *)b) = (uintptr_t)page;
+        ts_block_mark(b);
     }
     ((ts_block_t *)b)->next = NULL;
-    *ts_block_mark((ts_block_t *)b) = (uintptr_t)page;
+    ts_block_mark(b);
     page->free = (ts_block_t *)first;
     page->capacity += n;
     if (page->is_head) page->used += n;
@@ -331,14 +331,14 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
 /* A free block (marked) goes back on its page's list. */
 void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     block->next = page->free;
-    *ts_block_mark(block) = (uintptr_t)page;
+    ts_block_mark(block);
     page->free = block;
     if (!page->is_head && --page->used == 0) _ts_page_retire(heap, page);
 }
 
 /* The owner frees one of its blocks outside the fast path. */
 void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
-    if (*ts_block_mark(block) == (uintptr_t)page) _ts_double_free("free", block);
+    if (ts_block_marked(block)) _ts_double_free("free", block);
     _ts_page_push_local(heap, page, block);
 }
 
@@ -424,7 +424,7 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
     block = page->free;
 pop:
     page->free = block->next;
-    *ts_block_mark(block) = 0;
+    *ts_mark_word(block) = 0;
     if (!page->is_head) page->used++;
     heap->alloc_class[cls]++;
     return block;

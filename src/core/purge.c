@@ -57,7 +57,7 @@ bool _ts_purge_thread_running(void) {
 
 /* Worth a thread: the process has one already, or enough memory to give back. */
 static bool helper_wanted(void) {
-    return atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed) > 1 ||
+    return _ts_heaps_running() > 1 ||
            atomic_load_explicit(&_ts_stats.committed, memory_order_relaxed) >=
                TS_PURGE_THREAD_MIN_BYTES;
 }

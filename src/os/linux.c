@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,6 +180,16 @@ void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target
 
 bool _ts_os_purge(void *addr, size_t size) {
     return madvise(addr, size, MADV_DONTNEED) == 0;
+}
+
+uint64_t _ts_os_random(void) {
+    uint64_t r = 0;
+    const unsigned char *bytes = (const unsigned char *)getauxval(AT_RANDOM);
+    if (bytes)
+        for (int i = 0; i < 8; i++) r = (r << 8) | bytes[i];
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return r ^ ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull);
 }
 
 /* 0: untried, 1: the kernel names mappings, -1: it cannot (no more calls). */

@@ -31,7 +31,7 @@ if(TARGET tsalloc-classic-static)
   ts_bestfit_unit(bestfit_oom)
   ts_bestfit_unit(bestfit_api)
   ts_bestfit_unit(bestfit_misuse)
-  ts_bestfit_unit(bestfit_mapped)
+  ts_bestfit_unit(bestfit_mapped ENV TSALLOC_BESTFIT_TRIM_THRESHOLD=-1)
   ts_test(bestfit_tls_handover SOURCES ${CMAKE_CURRENT_LIST_DIR}/bestfit_tls_handover.c
           LIBS tsalloc-classic-static TIMEOUT 60 ENV TSALLOC_BESTFIT_TRIM_THRESHOLD=-1)
   ts_test(bestfit_tls_churn SOURCES ${CMAKE_CURRENT_LIST_DIR}/bestfit_tls_churn.c

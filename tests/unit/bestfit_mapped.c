@@ -8,8 +8,13 @@
  *   inside mapped chunks (invalid pointer, double free);
  * - break chunks obtained once sbrk works again sort below the mapped ones and
  *   validate too;
- * - with sbrk and mmap both refused: NULL with ENOMEM, old blocks intact.
+ * - with sbrk and mmap both refused: NULL with ENOMEM, old blocks intact;
+ * - many threads growing at once (one heap each under nolock) share the
+ *   mapped chunks: the data segment stays small (each used to map at least an
+ *   eighth of all mapped so far, for 64 threads over a GiB).
  * Usage: bestfit_mapped lock|nolock */
+#include <pthread.h>
+
 #include "bestfit_harness.h"
 
 #define COUNT 2500
@@ -49,6 +54,18 @@ static void free_twice(void *arg) {
     (void)arg;
     api->free(victim);
     api->free(victim);
+}
+
+#define THREADS 64
+static pthread_barrier_t all_allocated;
+static void *small_then_wait(void *arg) {
+    (void)arg;
+    char *p = api->malloc(100);
+    CHECK(p);
+    memset(p, 5, 100);
+    pthread_barrier_wait(&all_allocated); /* every thread's heap has grown */
+    api->free(p);
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -133,11 +150,34 @@ int main(int argc, char **argv) {
         blk[i] = NULL;
     }
     BF_CHECK_HEAP(api);
+    /* A block larger than all free memory comes from the break; freed (no
+     * automatic give-back in this test), malloc_trim finds it at the break
+     * below the mapped chunks, whose free blocks lie higher. */
+    char *top = api->malloc(api->mapped() + (16 << 20));
+    CHECK(top);
+    size_t ds_before_trim = get_data_segment_size();
+    api->free(top);
+    CHECK_EQ(api->trim(0), 1);
+    CHECK(get_data_segment_size() + (8 << 20) < ds_before_trim);
+    BF_CHECK_HEAP(api);
     CHECK(ts_verify(again, 1 << 20, 3));
     api->free(again);
     api->free(small);
     api->free(first);
     BF_CHECK_HEAP(api);
+
+    /* Many thread heaps growing while the break cannot. */
+    ts_os_test_fail(TS_OS_FAIL_SBRK, 0, -1);
+    size_t before = get_data_segment_size();
+    pthread_t tid[THREADS];
+    pthread_barrier_init(&all_allocated, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&tid[i], NULL, small_then_wait, NULL) == 0);
+    for (int i = 0; i < THREADS; i++) pthread_join(tid[i], NULL);
+    ts_os_test_fail(0, 0, 0);
+    CHECK_MSG(get_data_segment_size() - before < ((size_t)32 << 20),
+              "%d threads grew the data segment by %zu bytes", THREADS,
+              get_data_segment_size() - before);
     printf("bestfit_mapped %s: ok (%zu bytes mapped, %ld refusals)\n", api->name, mapped,
            _ts_os_test_failures());
     return 0;

@@ -3,9 +3,12 @@
  * system calls, unshare(CLONE_NEWUSER) and setns() into a mount namespace,
  * refuse multithreaded callers); past TS_PURGE_THREAD_MIN_BYTES, or once a
  * second thread allocates, it runs, so that freed memory goes back without
- * further allocator calls.
+ * further allocator calls. A fork child of a multithreaded parent is
+ * single-threaded again: the parent's other heaps do not count there.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,26 @@ static int threads(void) {
     return atoi(line + strlen("\nThreads:"));
 }
 
+static pthread_barrier_t hold;
+static void *allocate_and_wait(void *arg) {
+    (void)arg;
+    free(malloc(100)); /* this thread has a heap */
+    pthread_barrier_wait(&hold);
+    pthread_barrier_wait(&hold);
+    return NULL;
+}
+
+/* In a child forked while another thread of the parent has a heap. */
+static int child_stays_single(void) {
+    static void *b[600];
+    for (int i = 0; i < 600; i++) b[i] = malloc(2048); /* about 20 pages */
+    for (int i = 0; i < 600; i++) free(b[i]);          /* retired: purge work */
+    for (int i = 0; i < 40; i++)
+        free(malloc(1100 + 150 * (size_t)i)); /* new classes: safe points */
+    if (atomic_load(&_ts_stats.committed) >= TS_PURGE_THREAD_MIN_BYTES) return 2;
+    return threads() == 1 ? 0 : 1;
+}
+
 int main(void) {
     /* A small program: many small blocks, medium and big-page ones, one
      * large block, all freed, some twice over. */
@@ -42,6 +65,21 @@ int main(void) {
     }
     CHECK(atomic_load(&_ts_stats.committed) < TS_PURGE_THREAD_MIN_BYTES);
     CHECK_EQ(threads(), 1);
+
+    /* A second thread with a heap, then a fork: the child has one thread. */
+    pthread_barrier_init(&hold, NULL, 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, allocate_and_wait, NULL) == 0);
+    pthread_barrier_wait(&hold);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) _exit(child_stays_single());
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the fork child got a helper thread (status %d)", status);
+    pthread_barrier_wait(&hold);
+    CHECK(pthread_join(t, NULL) == 0);
 
     /* A bigger heap: the helper starts (at the allocation that crossed). */
     enum { N = 12 };

@@ -303,6 +303,27 @@ static void *double_free_loop(void *arg) {
     return NULL;
 }
 
+/* Bytes of a fresh block the program never wrote may hold free marks of the
+ * class that used the page before; copied into another live block (memcpy of
+ * uninitialised bytes is allowed) they must not make its free a "double
+ * free": a mark is valid only at the block it was made for. */
+static void *stale_marks(void *arg) {
+    (void)arg;
+    enum { N = 12000 };
+    static void *small[N], *kept[2000];
+    for (int i = 0; i < N; i++) small[i] = malloc(16); /* pages of 16-byte blocks ... */
+    for (int i = 0; i < N; i++) free(small[i]);        /* ... retired, still dirty */
+    for (int i = 0; i < 2000; i++) {
+        unsigned char *a = malloc(32), *b = malloc(32);
+        CHECK(a && b);
+        memcpy(b, a + 16, 16); /* a's second half was never written */
+        free(b);
+        kept[i] = a;
+    }
+    for (int i = 0; i < 2000; i++) free(kept[i]);
+    return NULL;
+}
+
 int main(void) {
     free(malloc(1));
     run(one_page);
@@ -315,6 +336,7 @@ int main(void) {
     run(calloc_realloc);
     run(stats_exact);
     run(double_free_loop);
+    run(stale_marks);
     printf("ok\n");
     return 0;
 }

@@ -302,7 +302,7 @@ size_t _ts_bestfit_tls_usable_size(const void *ptr) {
 }
 
 static bool trim_heap(ts_fit_heap_t *h, size_t pad) {
-    ts_fit_free_t *top = fit_highest(h);
+    ts_fit_free_t *top = fit_highest_below(h, FIT_LOAD(segs.last_end));
     if (!top || fit_end(top) != FIT_LOAD(segs.last_end)) return false;
     pthread_mutex_lock(&grow_lock);
     bool released = fit_give_back(h, &segs, top, pad);

@@ -185,7 +185,7 @@ size_t _ts_bestfit_usable_size(const void *ptr) {
 
 int _ts_bestfit_trim(size_t pad) {
     lock();
-    ts_fit_free_t *top = fit_highest(&heap);
+    ts_fit_free_t *top = fit_highest_below(&heap, FIT_LOAD(segs.last_end));
     bool released = false;
     if (top) {
         pthread_mutex_lock(&grow_lock);
@@ -198,7 +198,7 @@ int _ts_bestfit_trim(size_t pad) {
 
 void _ts_bestfit_info(ts_heap_info_t *info) {
     lock();
-    ts_fit_free_t *top = fit_highest(&heap);
+    ts_fit_free_t *top = fit_highest_below(&heap, FIT_LOAD(segs.last_end));
     info->arena = FIT_LOAD(segs.obtained);
     info->mmapped = 0;
     info->mmapped_count = 0;

@@ -145,8 +145,9 @@ typedef struct ts_fit_segs {
     _Atomic uintptr_t last_end; /* end of this design's latest chunk: where the break is if ours */
     _Atomic size_t obtained;    /* the data segment: bytes obtained minus bytes given back */
     _Atomic size_t peak;
-    _Atomic size_t wasted; /* alignment slack at unaligned breaks, guards of mapped chunks */
-    _Atomic size_t mapped; /* bytes of mapped chunks (in `obtained`; never given back) */
+    _Atomic size_t wasted;       /* alignment slack at unaligned breaks, guards of mapped chunks */
+    _Atomic size_t mapped;       /* bytes of mapped chunks (in `obtained`; never given back) */
+    uintptr_t map_next, map_end; /* the latest mapped chunk's part not handed out (grow lock) */
 } ts_fit_segs_t;
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -336,6 +337,20 @@ static inline ts_fit_free_t *fit_highest(const ts_fit_heap_t *h) {
     while (n && n->link[FIT_BY_ADDR][1]) n = n->link[FIT_BY_ADDR][1];
     if (h->reserve && (!n || (uintptr_t)h->reserve > (uintptr_t)n)) n = h->reserve;
     return n;
+}
+
+/* The highest free block (reserve or indexed) starting below a, or NULL: the
+ * one that may end at the break when mapped chunks lie above it. */
+static inline ts_fit_free_t *fit_highest_below(const ts_fit_heap_t *h, uintptr_t a) {
+    ts_fit_free_t *n = h->root[FIT_BY_ADDR], *best = NULL;
+    while (n) {
+        bool below = (uintptr_t)n < a;
+        if (below) best = n;
+        n = n->link[FIT_BY_ADDR][below];
+    }
+    ts_fit_free_t *r = h->reserve;
+    if (r && (uintptr_t)r < a && (!best || (uintptr_t)r > (uintptr_t)best)) best = r;
+    return best;
 }
 
 /* ---- take and put --------------------------------------------------------- */
@@ -605,33 +620,44 @@ static inline void fit_segs_count(ts_fit_segs_t *s, size_t bytes, size_t waste) 
     if (waste) FIT_STORE(s->wasted, FIT_LOAD(s->wasted) + waste);
 }
 
-/* When the break cannot grow: maps a chunk for *incp bytes of blocks (at
- * least FIT_MAP_MIN, and 1/FIT_MAP_GROWTH_DIV of what is mapped already) and
- * records it as a segment of its own. Returns the start of its usable part
- * (past the guard) and sets *incp to that part's size; NULL with ENOMEM.
- * Never given back: the break's give-back cannot reach it. Grow lock held. */
+/* When the break cannot grow: hands out *incp bytes (rounded to 16) from
+ * the latest mapped chunk, which every heap of the design shares the way they
+ * share the break, and maps a new chunk when it runs out: at least
+ * FIT_MAP_MIN and 1/FIT_MAP_GROWTH_DIV of what is mapped already, so that
+ * mappings stay few however many thread heaps grow. A chunk is one segment,
+ * with FIT_MAP_GUARD unused bytes at each end; what is handed out from it is
+ * contiguous, as break chunks are. A chunk counts in `obtained` from when it
+ * is mapped, its part not handed out yet in `wasted`. Never given back: the
+ * break's give-back cannot reach it. Returns the start and sets *incp; NULL
+ * with ENOMEM. Grow lock held. */
 static inline void *fit_segs_map(ts_fit_segs_t *s, size_t *incp) {
-    size_t page = _ts_os_page_size(), want = *incp,
-           floor = FIT_LOAD(s->mapped) / FIT_MAP_GROWTH_DIV;
-    if (want > (size_t)PTRDIFF_MAX / 2) {
+    if (*incp > (size_t)PTRDIFF_MAX / 2) {
         errno = ENOMEM;
         return NULL;
     }
-    want += 2 * FIT_MAP_GUARD;
-    if (want < FIT_MAP_MIN) want = FIT_MAP_MIN;
-    if (want < floor) want = floor;
-    size_t bytes = ts_align_up(want, page);
-    char *m = _ts_os_map(bytes);
-    if (!m) return NULL;
-    if (!fit_segs_record(s, (uintptr_t)m, (uintptr_t)m + bytes, false)) {
-        _ts_os_unmap(m, bytes);
-        errno = ENOMEM;
-        return NULL;
+    size_t want = ts_align_up(*incp, 16);
+    if (s->map_end - s->map_next < want) {
+        size_t bytes = want + 2 * FIT_MAP_GUARD, floor = FIT_LOAD(s->mapped) / FIT_MAP_GROWTH_DIV;
+        if (bytes < FIT_MAP_MIN) bytes = FIT_MAP_MIN;
+        if (bytes < floor) bytes = floor;
+        bytes = ts_align_up(bytes, _ts_os_page_size());
+        char *m = _ts_os_map(bytes);
+        if (!m) return NULL;
+        if (!fit_segs_record(s, (uintptr_t)m, (uintptr_t)m + bytes, false)) {
+            _ts_os_unmap(m, bytes);
+            errno = ENOMEM;
+            return NULL;
+        }
+        FIT_STORE(s->mapped, FIT_LOAD(s->mapped) + bytes);
+        fit_segs_count(s, bytes, bytes); /* the previous chunk's rest stays unused */
+        s->map_next = (uintptr_t)m + FIT_MAP_GUARD;
+        s->map_end = (uintptr_t)m + bytes - FIT_MAP_GUARD;
     }
-    FIT_STORE(s->mapped, FIT_LOAD(s->mapped) + bytes);
-    fit_segs_count(s, bytes, 2 * FIT_MAP_GUARD);
-    *incp = bytes - 2 * FIT_MAP_GUARD;
-    return m + FIT_MAP_GUARD;
+    uintptr_t piece = s->map_next;
+    s->map_next += want;
+    FIT_STORE(s->wasted, FIT_LOAD(s->wasted) - want);
+    *incp = want;
+    return (void *)piece;
 }
 
 /* Obtains a chunk for *incp bytes of blocks: sbrk(*incp) when the break can

@@ -1,6 +1,8 @@
 /* Delayed purging: memory freed by the program goes back to the OS
  * (MADV_DONTNEED, so RSS shows it) TSALLOC_PURGE_DELAY_MS after it became
- * free, whether or not the program calls the allocator again.
+ * free, whether or not the program calls the allocator again (below
+ * TS_PURGE_THREAD_MIN_BYTES in a single-threaded process: only while it
+ * allocates).
  *
  * Who purges: a helper thread, started lazily the first time something waits
  * to be purged, in a process that has a second thread or holds more than

@@ -56,8 +56,8 @@ const char *const nothrow_form_names[] = {
 };
 
 /* Found by lookup; once set they stay valid (libstdc++ is never unloaded). */
-ts_get_new_handler_fn found_get_new_handler;
-ts_throw_fn found_throw_bad_alloc;
+void *found_get_new_handler;
+void *found_throw_bad_alloc;
 void *found_nothrow_forms[4];
 
 void *object_base(const void *addr) {
@@ -112,14 +112,22 @@ void *find_loaded_symbol(const char *name) {
     }
 }
 
-ts_get_new_handler_fn runtime_get_new_handler() {
-    if (ts_weak_get_new_handler) return ts_weak_get_new_handler;
-    ts_get_new_handler_fn fn = __atomic_load_n(&found_get_new_handler, __ATOMIC_ACQUIRE);
+/* A C++ runtime function: its weak reference when bound, else looked up and
+ * kept in *cache once found. */
+void *runtime_function(void *weak, void **cache, const char *name) {
+    if (weak) return weak;
+    void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
     if (!fn) {
-        fn = reinterpret_cast<ts_get_new_handler_fn>(find_loaded_symbol("_ZSt15get_new_handlerv"));
-        if (fn) __atomic_store_n(&found_get_new_handler, fn, __ATOMIC_RELEASE);
+        fn = find_loaded_symbol(name);
+        if (fn) __atomic_store_n(cache, fn, __ATOMIC_RELEASE);
     }
     return fn;
+}
+
+ts_get_new_handler_fn runtime_get_new_handler() {
+    return reinterpret_cast<ts_get_new_handler_fn>(
+        runtime_function(reinterpret_cast<void *>(ts_weak_get_new_handler), &found_get_new_handler,
+                         "_ZSt15get_new_handlerv"));
 }
 
 ts_new_handler_fn current_new_handler() {
@@ -128,13 +136,9 @@ ts_new_handler_fn current_new_handler() {
 }
 
 ts_throw_fn runtime_throw_bad_alloc() {
-    if (ts_weak_throw_bad_alloc) return ts_weak_throw_bad_alloc;
-    ts_throw_fn fn = __atomic_load_n(&found_throw_bad_alloc, __ATOMIC_ACQUIRE);
-    if (!fn) {
-        fn = reinterpret_cast<ts_throw_fn>(find_loaded_symbol("_ZSt17__throw_bad_allocv"));
-        if (fn) __atomic_store_n(&found_throw_bad_alloc, fn, __ATOMIC_RELEASE);
-    }
-    return fn;
+    return reinterpret_cast<ts_throw_fn>(
+        runtime_function(reinterpret_cast<void *>(ts_weak_throw_bad_alloc), &found_throw_bad_alloc,
+                         "_ZSt17__throw_bad_allocv"));
 }
 
 /* True when a call to ::operator new made by the C++ runtime ends in this

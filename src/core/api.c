@@ -57,7 +57,7 @@ void *_ts_core_realloc(void *p, size_t size) {
     default:
         if (ts_page_state(page) != TS_PAGE_IN_USE || !ts_page_block_ok(page, (uintptr_t)p))
             _ts_invalid_pointer("realloc", p);
-        if (ts_block_marked(p)) _ts_double_free("realloc", p); /* freed */
+        if (ts_block_marked(page, p)) _ts_double_free("realloc", p); /* freed */
         old = page->block_size;
         if (size <= old && (size >= old / 2 || old <= 64)) return p;
         break;

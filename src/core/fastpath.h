@@ -77,7 +77,7 @@ TS_INLINE void ts_core_free_inline(void *p) {
         goto slow; /* NULL, foreign or large */
     if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
     ts_block_t *block = p;
-    uintptr_t mark = ts_mark_of(block);
+    uintptr_t mark = ts_mark_of(page, block);
     if (ts_unlikely(*ts_mark_word(block) == mark)) goto slow; /* free already */
     ts_heap_t *heap = _ts_tls_heap;
     uintptr_t owner = ts_page_owner(page);

@@ -106,8 +106,8 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         ts_heap_t *h = _ts_thread_init();
         if (h) heap = h;
     }
-    if (ts_unlikely(ts_block_marked(block))) _ts_double_free("free", block);
-    ts_block_mark(block);
+    if (ts_unlikely(ts_block_marked(page, block))) _ts_double_free("free", block);
+    ts_block_mark(page, block);
     if (heap->state != TS_HEAP_ACTIVE) { /* past its heap's destructor, or out of memory */
         atomic_fetch_add_explicit(&_ts_stats.remote_frees, 1, memory_order_relaxed);
         _ts_page_push_remote(page, block, block, 1);
@@ -188,7 +188,7 @@ void _ts_free_slow(void *p) {
         if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, (uintptr_t)p);
         _ts_invalid_pointer("free", p);
     }
-    if (ts_block_marked(p)) _ts_double_free("free", p);
+    if (ts_block_marked(page, p)) _ts_double_free("free", p);
     ts_heap_t *heap = _ts_tls_heap;
     if ((ts_page_owner(page) & ~TS_OWNER_HEAD) == (uintptr_t)heap)
         _ts_page_free_local(heap, page, (ts_block_t *)p);

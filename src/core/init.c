@@ -18,8 +18,18 @@
 #include "core/internal.h"
 
 static _Atomic int process_state;
-/* Set once, before the first block exists (internal.h: free marks). */
-uintptr_t _ts_mark_key = (uintptr_t)0xd6e8feb86659fd93ull;
+/* Random, set before the first page exists (internal.h: free marks). */
+static uint64_t mark_secret = 0xd6e8feb86659fd93ull;
+static _Atomic uint64_t mark_pages;
+
+uint64_t _ts_new_mark_key(void) {
+    uint64_t n = atomic_fetch_add_explicit(&mark_pages, 1, memory_order_relaxed) + 1;
+    uint64_t x = mark_secret ^ n * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 29; /* mixed, so that keys of successive pages share no pattern */
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    return x | (uint64_t)1 << 63;
+}
 static _Atomic int ctor_done;
 static pthread_key_t heap_key;
 static bool heap_key_ok;
@@ -42,7 +52,7 @@ static TS_NOINLINE void process_init_slow(void) {
     if (atomic_compare_exchange_strong(&process_state, &expect, 1)) {
         _ts_sizeclass_init();
         _ts_options_init();
-        _ts_mark_key = (uintptr_t)(_ts_os_random() | (uint64_t)1 << 63);
+        mark_secret = _ts_os_random();
         (void)_ts_os_page_size(); /* the OS layer caches it: once, before other threads */
         heap_key_ok = pthread_key_create(&heap_key, thread_exit) == 0;
         if (!heap_key_ok) _ts_verbose(1, "no pthread key: heaps of exiting threads are not reused");

@@ -122,29 +122,6 @@ typedef struct ts_block {
     struct ts_block *next;
 } ts_block_t;
 
-/* The second word of a free block (blocks are at least 16 bytes) holds its
- * free mark: the block's own address mixed with a per-process random key
- * (top bit set, so no pointer or small integer equals it). Every free, local
- * or remote, and every carving sets it, every allocation clears it; a block
- * being freed that carries it is already free: a double free, caught wherever
- * it waits (free list, remote batch or chain). A live block holds its mark
- * only if the program wrote that random value there, and a mark copied from
- * another block (stale memory of a reused page, say) is another block's: it
- * never matches. */
-TS_HIDDEN extern uintptr_t _ts_mark_key;
-TS_INLINE uintptr_t ts_mark_of(const void *block) {
-    return (uintptr_t)block ^ _ts_mark_key;
-}
-TS_INLINE uintptr_t *ts_mark_word(void *block) {
-    return (uintptr_t *)block + 1;
-}
-TS_INLINE bool ts_block_marked(void *block) {
-    return *ts_mark_word(block) == ts_mark_of(block);
-}
-TS_INLINE void ts_block_mark(void *block) {
-    *ts_mark_word(block) = ts_mark_of(block);
-}
-
 typedef struct ts_heap ts_heap_t;
 typedef struct ts_segment ts_segment_t;
 
@@ -207,6 +184,7 @@ typedef struct ts_page {
     _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */
     uintptr_t start;                      /* address of block 0 */
     uint64_t inv;                         /* of the class: see ts_page_block_ok */
+    uint64_t mark_key;                    /* of this page's current class: see ts_mark_of */
     _Atomic uint64_t carved;              /* capacity, for other threads' frees */
     uint32_t block_size;
     uint32_t reserved; /* blocks that fit */
@@ -281,6 +259,32 @@ TS_INLINE void ts_page_set_state(ts_page_t *page, unsigned state) {
 TS_INLINE uintptr_t ts_page_owner(const ts_page_t *page) {
     return atomic_load_explicit(&page->owner, memory_order_relaxed);
 }
+
+/* The second word of a free block (blocks are at least 16 bytes) holds its
+ * free mark: the block's address mixed with its page's mark key, a value
+ * drawn anew (from a per-process random key and a process-wide counter, top
+ * bit set) each time the page is set up for a class. Every free, local or
+ * remote, and every carving sets it, every allocation clears it; a block
+ * being freed that carries it is already free: a double free, caught wherever
+ * it waits (free list, remote batch or chain). A live block holds its mark
+ * only if the program wrote that random value there: marks left in memory by
+ * earlier uses of a page belong to other addresses or to an earlier key, so
+ * copying them around (uninitialised bytes of a fresh block, say) never
+ * makes one match. */
+TS_INLINE uintptr_t ts_mark_of(const ts_page_t *page, const void *block) {
+    return (uintptr_t)block ^ page->mark_key;
+}
+TS_INLINE uintptr_t *ts_mark_word(void *block) {
+    return (uintptr_t *)block + 1;
+}
+TS_INLINE bool ts_block_marked(const ts_page_t *page, void *block) {
+    return *ts_mark_word(block) == ts_mark_of(page, block);
+}
+TS_INLINE void ts_block_mark(const ts_page_t *page, void *block) {
+    *ts_mark_word(block) = ts_mark_of(page, block);
+}
+/* A fresh mark key for a page set up for a class (init.c). */
+TS_HIDDEN uint64_t _ts_new_mark_key(void);
 
 /* ---- tiny spinlock (segment bookkeeping; held for short, rare sections) --- */
 

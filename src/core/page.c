@@ -149,6 +149,7 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     page->block_size = ci->size;
     page->inv = ci->inv;
     page->tz = ci->tz;
+    page->mark_key = _ts_new_mark_key();
     page->reserved = page->area / ci->size;
     page->cls = (uint8_t)cls;
     page->capacity = 0;
@@ -173,10 +174,10 @@ static bool page_extend(ts_page_t *page) {
     char *b = first;
     for (uint32_t i = 1; i < n; i++, b += bs) {
         ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);
-        ts_block_mark(b);
+        ts_block_mark(page, b);
     }
     ((ts_block_t *)b)->next = NULL;
-    ts_block_mark(b);
+    ts_block_mark(page, b);
     page->free = (ts_block_t *)first;
     page->capacity += n;
     if (page->is_head) page->used += n;
@@ -331,14 +332,14 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
 /* A free block (marked) goes back on its page's list. */
 void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     block->next = page->free;
-    ts_block_mark(block);
+    ts_block_mark(page, block);
     page->free = block;
     if (!page->is_head && --page->used == 0) _ts_page_retire(heap, page);
 }
 
 /* The owner frees one of its blocks outside the fast path. */
 void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
-    if (ts_block_marked(block)) _ts_double_free("free", block);
+    if (ts_block_marked(page, block)) _ts_double_free("free", block);
     _ts_page_push_local(heap, page, block);
 }
 

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/auxv.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -184,12 +184,16 @@ bool _ts_os_purge(void *addr, size_t size) {
 
 uint64_t _ts_os_random(void) {
     uint64_t r = 0;
-    const unsigned char *bytes = (const unsigned char *)getauxval(AT_RANDOM);
-    if (bytes)
-        for (int i = 0; i < 8; i++) r = (r << 8) | bytes[i];
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;
+    /* No entropy yet (early boot) or no getrandom: the clock and addresses
+     * ASLR placed, never AT_RANDOM's first bytes (glibc's stack canary). */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return r ^ ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull);
+    r = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)(uintptr_t)&r ^
+        (uint64_t)(uintptr_t)&_ts_os_random << 17;
+    r ^= r >> 31;
+    r *= 0x94d049bb133111ebull;
+    return r ^ r >> 29;
 }
 
 /* 0: untried, 1: the kernel names mappings, -1: it cannot (no more calls). */

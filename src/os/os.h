@@ -44,8 +44,8 @@ TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, vo
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */
 TS_HIDDEN bool _ts_os_purge(void *addr, size_t size);
-/* 64 random bits the kernel gave the process at exec (AT_RANDOM), mixed with
- * the clock; no system call, no allocation. */
+/* 64 random bits (getrandom; the clock and ASLR addresses if that fails).
+ * No allocation. */
 TS_HIDDEN uint64_t _ts_os_random(void);
 /* Name a mapping in /proc/self/maps (PR_SET_VMA_ANON_NAME); best effort. */
 TS_HIDDEN void _ts_os_name(void *addr, size_t size, const char *name);

@@ -324,6 +324,47 @@ static void *stale_marks(void *arg) {
     return NULL;
 }
 
+/* A record saved with its unwritten padding from inside a block of one class
+ * and restored, padding and all, into a block of another class at the same
+ * address after the page went back to the first class: the padding may hold
+ * the old free mark of exactly that address, which must not count (marks are
+ * keyed anew each time a page is set up for a class). */
+static void *stale_records(void *arg) {
+    (void)arg;
+    enum { N = 12000, M = 6000, SLOTS = 1 << 15 };
+    static void *small[N];
+    static unsigned char *big[M];
+    static struct {
+        uintptr_t at;
+        unsigned char rec[16];
+    } saved[SLOTS]; /* open addressing by address */
+    for (int i = 0; i < N; i++) small[i] = malloc(16);
+    for (int i = 0; i < N; i++) free(small[i]); /* 16-byte pages retired, marks left */
+    for (int i = 0; i < M; i++) {
+        big[i] = malloc(40); /* 48-byte blocks on those pages */
+        CHECK(big[i]);
+        memset(big[i], 1, 24); /* the second record's last 8 bytes stay unwritten */
+        uintptr_t at = (uintptr_t)(big[i] + 16);
+        unsigned h = (unsigned)(at >> 4) & (SLOTS - 1);
+        while (saved[h].at) h = (h + 1) & (SLOTS - 1);
+        saved[h].at = at;
+        memcpy(saved[h].rec, big[i] + 16, 16);
+    }
+    for (int i = 0; i < M; i++) free(big[i]);
+    for (int i = 0; i < N; i++) {
+        small[i] = malloc(16);
+        CHECK(small[i]);
+        for (unsigned h = (unsigned)((uintptr_t)small[i] >> 4) & (SLOTS - 1); saved[h].at;
+             h = (h + 1) & (SLOTS - 1))
+            if (saved[h].at == (uintptr_t)small[i]) {
+                memcpy(small[i], saved[h].rec, 16);
+                break;
+            }
+    }
+    for (int i = 0; i < N; i++) free(small[i]);
+    return NULL;
+}
+
 int main(void) {
     free(malloc(1));
     run(one_page);
@@ -337,6 +378,7 @@ int main(void) {
     run(stats_exact);
     run(double_free_loop);
     run(stale_marks);
+    run(stale_records);
     printf("ok\n");
     return 0;
 }

@@ -203,7 +203,8 @@ void _ts_bestfit_info(ts_heap_info_t *info) {
     info->mmapped = 0;
     info->mmapped_count = 0;
     info->free = FIT_LOAD(heap.free_bytes);
-    info->in_use = info->arena - info->free - FIT_LOAD(segs.wasted);
+    size_t used = FIT_LOAD(segs.wasted) + info->free; /* read apart from growth: may pass arena */
+    info->in_use = info->arena > used ? info->arena - used : 0;
     info->releasable =
         top && fit_end(top) == FIT_LOAD(segs.last_end) ? top->size - FIT_MIN_BLOCK : 0;
     info->peak = FIT_LOAD(segs.peak);

@@ -101,13 +101,9 @@ int main(int argc, char **argv) {
     tsb_require(opt_count >= 1 && opt_first >= 1 && opt_first < (1L << 40), "count, first >= 1");
 
     worker_t *w = tsb_pages(sizeof(worker_t) * (size_t)opt_threads);
-    pthread_t *tid = tsb_pages(sizeof(pthread_t) * (size_t)opt_threads);
+    for (long t = 0; t < opt_threads; t++) w[t].id = t;
     double t0 = tsb_now();
-    for (long t = 0; t < opt_threads; t++) {
-        w[t].id = t;
-        if (pthread_create(&tid[t], NULL, worker, &w[t])) tsb_fail("pthread_create failed");
-    }
-    for (long t = 0; t < opt_threads; t++) pthread_join(tid[t], NULL);
+    tsb_run_threads(opt_threads, worker, w, sizeof *w, NULL);
     double elapsed = tsb_now() - t0;
 
     uint64_t check = 0, expect = 0;

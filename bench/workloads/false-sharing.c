@@ -24,7 +24,7 @@ static void **handed; /* passive: the object main allocated for each thread */
 typedef struct {
     long id;
     uint64_t sum[2];
-    double start[2], end[2]; /* per phase, timed by the thread itself */
+    tsb_span_t phase[2]; /* each phase's loop */
 } worker_t;
 
 static uint64_t thrash(void) {
@@ -43,15 +43,15 @@ static uint64_t thrash(void) {
 static void *worker(void *arg) {
     worker_t *w = arg;
     pthread_barrier_wait(&phase_line); /* active */
-    w->start[0] = tsb_now();
+    w->phase[0].start = tsb_now();
     w->sum[0] = thrash();
-    w->end[0] = tsb_now();
+    w->phase[0].end = tsb_now();
     pthread_barrier_wait(&phase_line); /* active done */
     pthread_barrier_wait(&phase_line); /* passive: objects handed out */
-    w->start[1] = tsb_now();
+    w->phase[1].start = tsb_now();
     free(handed[w->id]);
     w->sum[1] = thrash();
-    w->end[1] = tsb_now();
+    w->phase[1].end = tsb_now();
     pthread_barrier_wait(&phase_line); /* passive done */
     return NULL;
 }
@@ -88,14 +88,8 @@ int main(int argc, char **argv) {
     for (long t = 0; t < opt_threads; t++) pthread_join(tid[t], NULL);
     /* Each phase runs from its first thread's start to its last one's end. */
     double phase_s[2];
-    for (int phase = 0; phase < 2; phase++) {
-        double first = w[0].start[phase], last = w[0].end[phase];
-        for (long t = 1; t < opt_threads; t++) {
-            first = w[t].start[phase] < first ? w[t].start[phase] : first;
-            last = w[t].end[phase] > last ? w[t].end[phase] : last;
-        }
-        phase_s[phase] = last - first;
-    }
+    for (int phase = 0; phase < 2; phase++)
+        phase_s[phase] = tsb_spans_elapsed(&w[0].phase[phase], opt_threads, sizeof *w);
 
     uint64_t check = 0, expect = (uint64_t)opt_rounds * (uint64_t)opt_writes;
     for (long t = 0; t < opt_threads; t++) {

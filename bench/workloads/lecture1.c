@@ -17,13 +17,13 @@ typedef struct {
     long id;
     uint64_t bytes;
     long bad;
-    double start, end; /* this thread's loop, timed by the thread itself */
+    tsb_span_t span; /* this thread's loop */
 } worker_t;
 
 static void *worker(void *arg) {
     worker_t *w = arg;
     pthread_barrier_wait(&start_line);
-    w->start = tsb_now();
+    w->span.start = tsb_now();
     uint64_t bytes = 0;
     long bad = 0;
     for (long i = 0; i < opt_iters; i++) {
@@ -38,7 +38,7 @@ static void *worker(void *arg) {
     }
     w->bytes = bytes;
     w->bad = bad;
-    w->end = tsb_now();
+    w->span.end = tsb_now();
     return NULL;
 }
 
@@ -54,22 +54,10 @@ int main(int argc, char **argv) {
     tsb_require(opt_iters >= 1 && opt_classes >= 1, "iters, classes >= 1");
 
     worker_t *w = tsb_pages(sizeof(worker_t) * (size_t)opt_threads);
-    pthread_t *tid = tsb_pages(sizeof(pthread_t) * (size_t)opt_threads);
     pthread_barrier_init(&start_line, NULL, (unsigned)opt_threads + 1);
-    for (long t = 0; t < opt_threads; t++) {
-        w[t].id = t;
-        if (pthread_create(&tid[t], NULL, worker, &w[t])) tsb_fail("pthread_create failed");
-    }
-    pthread_barrier_wait(&start_line);
-    for (long t = 0; t < opt_threads; t++) pthread_join(tid[t], NULL);
-    /* From the first thread's start to the last one's end: main may be
-     * scheduled after the workers finish, so it cannot time them itself. */
-    double first = w[0].start, last = w[0].end;
-    for (long t = 1; t < opt_threads; t++) {
-        first = w[t].start < first ? w[t].start : first;
-        last = w[t].end > last ? w[t].end : last;
-    }
-    double elapsed = last - first;
+    for (long t = 0; t < opt_threads; t++) w[t].id = t;
+    tsb_run_threads(opt_threads, worker, w, sizeof *w, &start_line);
+    double elapsed = tsb_spans_elapsed(&w[0].span, opt_threads, sizeof *w);
 
     /* Expected bytes, from the arguments alone. */
     uint64_t expect = 0, got = 0;

@@ -44,7 +44,7 @@ typedef struct {
     long bad;
     const char *why;
     size_t bad_op;
-    double start, end; /* the replays, timed by the thread itself */
+    tsb_span_t span; /* the replays */
 } worker_t;
 
 /* ---- parsing (before the clock) ---- */
@@ -150,7 +150,7 @@ static void *worker(void *arg) {
     size_t table_bytes = sizeof(slot_t) * nslots;
     slot_t *slots = tsb_pages(table_bytes);
     pthread_barrier_wait(&start_line);
-    w->start = tsb_now();
+    w->span.start = tsb_now();
     uint64_t check = 0;
     for (long rep = 0; rep < opt_repeats && !w->bad; rep++) {
         for (size_t i = 0; i < nops; i++) {
@@ -219,7 +219,7 @@ static void *worker(void *arg) {
             slots[k].ptr = NULL;
         }
     }
-    w->end = tsb_now();
+    w->span.end = tsb_now();
     w->check = check;
     tsb_pages_free(slots, table_bytes);
     return NULL;
@@ -259,21 +259,10 @@ int main(int argc, char **argv) {
         per_replay += 1 + (ops[i].kind == OP_FREE ? 0 : ops[i].count * ops[i].size);
 
     worker_t *w = tsb_pages(sizeof(worker_t) * (size_t)opt_threads);
-    pthread_t *tid = tsb_pages(sizeof(pthread_t) * (size_t)opt_threads);
     pthread_barrier_init(&start_line, NULL, (unsigned)opt_threads + 1);
-    for (long t = 0; t < opt_threads; t++) {
-        w[t].id = t;
-        if (pthread_create(&tid[t], NULL, worker, &w[t])) tsb_fail("pthread_create failed");
-    }
-    pthread_barrier_wait(&start_line);
-    for (long t = 0; t < opt_threads; t++) pthread_join(tid[t], NULL);
-    /* First start to last end (main may run only after the workers are done). */
-    double first = w[0].start, last = w[0].end;
-    for (long t = 1; t < opt_threads; t++) {
-        first = w[t].start < first ? w[t].start : first;
-        last = w[t].end > last ? w[t].end : last;
-    }
-    double elapsed = last - first;
+    for (long t = 0; t < opt_threads; t++) w[t].id = t;
+    tsb_run_threads(opt_threads, worker, w, sizeof *w, &start_line);
+    double elapsed = tsb_spans_elapsed(&w[0].span, opt_threads, sizeof *w);
 
     uint64_t check = 0;
     for (long t = 0; t < opt_threads; t++) {

@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,6 +151,39 @@ static TSB_UNUSED void *tsb_pages(size_t bytes) {
 }
 static TSB_UNUSED void tsb_pages_free(void *p, size_t bytes) {
     if (p) munmap(p, bytes ? bytes : 1);
+}
+
+/* ---- worker threads ---- */
+
+/* Runs n threads, thread t on fn((char *)args + t * stride), and returns
+ * once all have ended. With `start` (a barrier for n + 1 threads), the main
+ * thread waits there too, so the workers leave it together. */
+static TSB_UNUSED void tsb_run_threads(long n, void *(*fn)(void *), void *args, size_t stride,
+                                       pthread_barrier_t *start) {
+    pthread_t *tid = tsb_pages(sizeof(pthread_t) * (size_t)n);
+    for (long t = 0; t < n; t++)
+        if (pthread_create(&tid[t], NULL, fn, (char *)args + (size_t)t * stride))
+            tsb_fail("pthread_create failed");
+    if (start) pthread_barrier_wait(start);
+    for (long t = 0; t < n; t++) pthread_join(tid[t], NULL);
+    tsb_pages_free(tid, sizeof(pthread_t) * (size_t)n);
+}
+
+/* A worker's own timing of its loop (the main thread may be scheduled only
+ * after the workers finish, so it cannot time them itself). */
+typedef struct {
+    double start, end;
+} tsb_span_t;
+
+/* From the first start to the last end of n spans, `stride` bytes apart. */
+static TSB_UNUSED double tsb_spans_elapsed(const tsb_span_t *first, long n, size_t stride) {
+    double from = first->start, to = first->end;
+    for (long t = 1; t < n; t++) {
+        const tsb_span_t *s = (const tsb_span_t *)((const char *)first + (size_t)t * stride);
+        from = s->start < from ? s->start : from;
+        to = s->end > to ? s->end : to;
+    }
+    return to - from;
 }
 
 /* ---- block tags: head word, and tail byte, written and checked volatile ---- */

@@ -91,7 +91,7 @@ TS_INLINE void ts_core_free_inline(void *p) {
         block->next = page->free;
         *ts_mark_word(block) = mark;
         page->free = block;
-        if (ts_unlikely(--page->used == 0)) _ts_page_became_empty(heap, page);
+        if (ts_unlikely(--page->used == 0)) _ts_page_empty_at_free(heap, page);
         return;
     }
     /* Another thread's block (or our full page). A batch already open for

@@ -195,7 +195,3 @@ void _ts_free_slow(void *p) {
     else
         _ts_free_other(heap, page, (ts_block_t *)p);
 }
-
-void _ts_page_became_empty(ts_heap_t *heap, ts_page_t *page) {
-    _ts_page_empty_at_free(heap, page);
-}

@@ -413,7 +413,7 @@ TS_HIDDEN void _ts_page_settle_notify(ts_page_t *page);
 TS_HIDDEN uint32_t _ts_page_live(const ts_page_t *page);
 TS_HIDDEN void _ts_queue_push_back(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_uncache(ts_heap_t *heap);
-TS_HIDDEN void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN TS_NOINLINE void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
 
 /* free.c */
 TS_HIDDEN TS_NOINLINE void _ts_free_slow(void *p);
@@ -426,7 +426,6 @@ TS_INLINE unsigned ts_rbatch_slot_for(const ts_segment_t *seg, unsigned index) {
     uintptr_t a = (uintptr_t)seg >> TS_SEGMENT_SHIFT;
     return (unsigned)(index + a + (a >> 4)) & (TS_RBATCH_SLOTS - 1);
 }
-TS_HIDDEN TS_NOINLINE void _ts_page_became_empty(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail,
                                     uint32_t count);
 TS_HIDDEN void _ts_process_delayed(ts_heap_t *heap);

@@ -25,12 +25,7 @@
 /* RSS without stdio (which would allocate). */
 static size_t rss(void) {
     char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    CHECK(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    CHECK(n > 0);
-    buf[n] = 0;
+    CHECK(ts_read_file("/proc/self/statm", buf, sizeof buf) > 0);
     char *p = buf;
     while (*p && *p != ' ') p++;
     return (size_t)strtoul(p, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);

@@ -95,10 +95,28 @@ static inline void seed_check_live(seed_block_t *blocks, size_t n) {
     free(r);
 }
 
-static inline void seed_run_threads(void *(*fn)(void *)) {
+/* Live blocks are checked while every worker holds them: a worker calls
+ * seed_hold_for_check() once its live blocks are final, and goes on when the
+ * main thread has run `check`. */
+static pthread_barrier_t seed_all_done, seed_checked;
+static inline void seed_hold_for_check(void) {
+    pthread_barrier_wait(&seed_all_done);
+    pthread_barrier_wait(&seed_checked);
+}
+
+/* Runs fn on seed_threads threads (argument: the thread's index); with a
+ * `check`, runs it while they hold in seed_hold_for_check(). */
+static inline void seed_run_threads(void *(*fn)(void *), void (*check)(void)) {
+    pthread_barrier_init(&seed_all_done, NULL, (unsigned)seed_threads + 1);
+    pthread_barrier_init(&seed_checked, NULL, (unsigned)seed_threads + 1);
     pthread_t tid[64];
     for (int t = 0; t < seed_threads; t++)
         CHECK(pthread_create(&tid[t], NULL, fn, (void *)(intptr_t)t) == 0);
+    if (check) {
+        pthread_barrier_wait(&seed_all_done);
+        check();
+        pthread_barrier_wait(&seed_checked);
+    }
     for (int t = 0; t < seed_threads; t++) pthread_join(tid[t], NULL);
 }
 

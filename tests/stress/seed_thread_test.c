@@ -21,7 +21,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     seed_args(argc, argv);
     pthread_barrier_init(&start, NULL, (unsigned)seed_threads);
-    seed_run_threads(worker);
+    seed_run_threads(worker, NULL);
     seed_check_live(&blocks[0][0], (size_t)seed_threads * PER_THREAD);
     unsigned long segment = get_data_segment_size();
     for (int t = 0; t < seed_threads; t++)

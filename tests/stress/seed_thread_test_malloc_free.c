@@ -8,7 +8,7 @@
 #define OPS   12000
 
 static seed_block_t pool[64][SLOTS];
-static pthread_barrier_t start, all_done, checked;
+static pthread_barrier_t start;
 
 static void *worker(void *arg) {
     int t = (int)(intptr_t)arg;
@@ -22,26 +22,21 @@ static void *worker(void *arg) {
             *b = seed_alloc(ts_rand_range(&rng, 1, 2048), ((uint64_t)t << 32) | (uint64_t)op);
     }
     SEED_CHECK_HEAP();
-    pthread_barrier_wait(&all_done); /* the main thread checks every live block */
-    pthread_barrier_wait(&checked);
+    seed_hold_for_check(); /* the main thread checks every live block */
     for (int i = 0; i < SLOTS; i++)
         if (pool[t][i].ptr) seed_release(&pool[t][i]);
     SEED_CHECK_HEAP();
     return NULL;
 }
 
+static void check_pool(void) {
+    seed_check_live(&pool[0][0], (size_t)seed_threads * SLOTS);
+}
+
 int main(int argc, char **argv) {
     seed_args(argc, argv);
     pthread_barrier_init(&start, NULL, (unsigned)seed_threads);
-    pthread_barrier_init(&all_done, NULL, (unsigned)seed_threads + 1);
-    pthread_barrier_init(&checked, NULL, (unsigned)seed_threads + 1);
-    pthread_t tid[64];
-    for (int t = 0; t < seed_threads; t++)
-        CHECK(pthread_create(&tid[t], NULL, worker, (void *)(intptr_t)t) == 0);
-    pthread_barrier_wait(&all_done);
-    seed_check_live(&pool[0][0], (size_t)seed_threads * SLOTS);
-    pthread_barrier_wait(&checked);
-    for (int t = 0; t < seed_threads; t++) pthread_join(tid[t], NULL);
+    seed_run_threads(worker, check_pool);
     printf("seed_thread_test_malloc_free %s %d threads: ok (data segment %lu bytes)\n",
            seed_api->name, seed_threads, get_data_segment_size());
     return 0;

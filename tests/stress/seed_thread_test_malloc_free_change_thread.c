@@ -17,7 +17,7 @@ typedef struct {
 
 static seed_block_t pool[64][SLOTS];
 static mailbox_t mailbox[64];
-static pthread_barrier_t start, all_done, checked;
+static pthread_barrier_t start;
 static long handed[64];
 
 /* Frees everything the previous thread handed over. */
@@ -52,8 +52,7 @@ static void *worker(void *arg) {
         if (op % 16 == 0) drain(t);
     }
     SEED_CHECK_HEAP();
-    pthread_barrier_wait(&all_done); /* the main thread checks every live block */
-    pthread_barrier_wait(&checked);
+    seed_hold_for_check(); /* the main thread checks every live block */
     drain(t);
     for (int i = 0; i < SLOTS; i++)
         if (pool[t][i].ptr) seed_release(&pool[t][i]);
@@ -61,16 +60,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-int main(int argc, char **argv) {
-    seed_args(argc, argv);
-    for (int t = 0; t < seed_threads; t++) pthread_mutex_init(&mailbox[t].lock, NULL);
-    pthread_barrier_init(&start, NULL, (unsigned)seed_threads);
-    pthread_barrier_init(&all_done, NULL, (unsigned)seed_threads + 1);
-    pthread_barrier_init(&checked, NULL, (unsigned)seed_threads + 1);
-    pthread_t tid[64];
-    for (int t = 0; t < seed_threads; t++)
-        CHECK(pthread_create(&tid[t], NULL, worker, (void *)(intptr_t)t) == 0);
-    pthread_barrier_wait(&all_done);
+/* Every live block: the pools and the mailboxes. */
+static void check_all(void) {
     size_t n = (size_t)seed_threads * (SLOTS + MAILBOX);
     seed_block_t *live = calloc(n, sizeof *live);
     size_t k = 0;
@@ -80,8 +71,13 @@ int main(int argc, char **argv) {
     }
     seed_check_live(live, k);
     free(live);
-    pthread_barrier_wait(&checked);
-    for (int t = 0; t < seed_threads; t++) pthread_join(tid[t], NULL);
+}
+
+int main(int argc, char **argv) {
+    seed_args(argc, argv);
+    for (int t = 0; t < seed_threads; t++) pthread_mutex_init(&mailbox[t].lock, NULL);
+    pthread_barrier_init(&start, NULL, (unsigned)seed_threads);
+    seed_run_threads(worker, check_all);
     long total = 0;
     for (int t = 0; t < seed_threads; t++) total += handed[t];
     CHECK(seed_threads == 1 || total > 0);

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     pthread_barrier_init(&start, NULL, (unsigned)seed_threads);
     pthread_barrier_init(&allocated, NULL, (unsigned)seed_threads);
     const unsigned long before = get_data_segment_size();
-    seed_run_threads(worker);
+    seed_run_threads(worker, NULL);
     const unsigned long segment = get_data_segment_size() - before;
     size_t n = (size_t)seed_threads * PER_THREAD, live = 0, count = 0;
     seed_check_live(&blocks[0][0], n);

@@ -5,6 +5,7 @@
 #define TS_TEST_CHECK_H
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +56,19 @@ static inline uint64_t ts_rand(uint64_t *state) {
 }
 static inline size_t ts_rand_range(uint64_t *state, size_t lo, size_t hi) {
     return lo + (size_t)(ts_rand(state) % (hi - lo + 1));
+}
+
+/* A whole file (/proc/self/...) into buf, NUL-terminated, without stdio or
+ * malloc (the allocator under test must not be disturbed); returns its length. */
+static inline size_t ts_read_file(const char *path, char *buf, size_t size) {
+    int fd = open(path, O_RDONLY);
+    CHECK_MSG(fd >= 0, "cannot open %s", path);
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < size && (n = read(fd, buf + len, size - 1 - len)) > 0) len += (size_t)n;
+    close(fd);
+    buf[len] = 0;
+    return len;
 }
 
 /* Fill a block with a pattern derived from its tag, and verify it later. */

@@ -44,12 +44,7 @@ int main(int argc, char **argv) {
             api->free(slot[i]);
             slot[i] = NULL;
         } else if (slot[i] && kind < 80) {
-            void *p = api->realloc(slot[i], n);
-            CHECK(p);
-            CHECK(ts_verify(p, len[i] < n ? len[i] : n, (uint64_t)i));
-            slot[i] = p;
-            len[i] = n;
-            ts_fill(p, n, (uint64_t)i);
+            bf_realloc_slot(api, &slot[i], &len[i], (uint64_t)i, n);
         } else if (!slot[i]) {
             void *p = kind < 10   ? api->memalign((size_t)64 << (kind % 6), n)
                       : kind < 20 ? api->calloc(n)

@@ -135,6 +135,18 @@ static inline const bf_free_t *bf_reference_fit(const bf_snapshot_t *s, size_t n
 }
 
 /* The block (header included) behind payload p. */
+/* realloc of a filled slot to n bytes: the kept prefix must survive, then
+ * the slot is filled again for its new length. */
+static inline void bf_realloc_slot(const bf_api_t *api, void **slot, size_t *len, uint64_t tag,
+                                   size_t n) {
+    void *p = api->realloc(*slot, n);
+    CHECK(p);
+    CHECK(ts_verify(p, *len < n ? *len : n, tag));
+    *slot = p;
+    *len = n;
+    ts_fill(p, n, tag);
+}
+
 static inline uintptr_t bf_block(const void *p) {
     return (uintptr_t)p - 16;
 }

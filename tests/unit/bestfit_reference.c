@@ -37,12 +37,7 @@ int main(int argc, char **argv) {
             slot[i] = NULL;
         } else if (slot[i]) {
             size_t n = random_size(&rng);
-            void *p = api->realloc(slot[i], n);
-            CHECK(p);
-            CHECK(ts_verify(p, len[i] < n ? len[i] : n, (uint64_t)i));
-            slot[i] = p;
-            len[i] = n;
-            ts_fill(p, n, (uint64_t)i);
+            bf_realloc_slot(api, &slot[i], &len[i], (uint64_t)i, n);
         } else {
             size_t n = random_size(&rng), need = api->block_size(n);
             bf_snapshot(api, &s);

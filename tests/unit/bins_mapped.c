@@ -214,14 +214,7 @@ static void test_os_failure(void) {
  * without allocating). */
 static int address_unmapped(uintptr_t addr) {
     static char maps[1 << 20];
-    int fd = open("/proc/self/maps", O_RDONLY);
-    CHECK(fd >= 0);
-    size_t len = 0;
-    ssize_t n;
-    while (len + 1 < sizeof maps && (n = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
-        len += (size_t)n;
-    close(fd);
-    maps[len] = 0;
+    ts_read_file("/proc/self/maps", maps, sizeof maps);
     for (char *line = maps; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : 0) {
         char *dash;
         uintptr_t lo = (uintptr_t)strtoull(line, &dash, 16);

@@ -19,12 +19,7 @@
 
 static int threads(void) {
     char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    CHECK(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    CHECK(n > 0);
-    buf[n] = 0;
+    CHECK(ts_read_file("/proc/self/status", buf, sizeof buf) > 0);
     char *line = strstr(buf, "\nThreads:");
     CHECK(line != NULL);
     return atoi(line + strlen("\nThreads:"));

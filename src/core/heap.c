@@ -46,27 +46,35 @@ static uint32_t heap_ids;
 static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_heap_t *orphan;
 
-#define POOL_CHUNK ((size_t)256 * 1024)
+#define POOL_CHUNK  ((size_t)256 * 1024)
+#define POOL_STRIDE ts_align_up(sizeof(ts_heap_t), 128)
+
+/* The unused tail of the newest pool chunk: heaps are cut from it only when
+ * the free list is empty, so a process with one thread touches one heap's
+ * pages, not the whole chunk. */
+static char *pool_bump, *pool_end;
 
 static ts_heap_t *pool_get(void) {
     pthread_mutex_lock(&pool_lock);
     ts_heap_t *heap = pool_free;
-    if (heap) pool_free = heap->pool_next;
-    pthread_mutex_unlock(&pool_lock);
-    if (heap) return heap;
-    char *chunk = _ts_os_map(POOL_CHUNK);
-    if (!chunk) return NULL;
-    _ts_os_name(chunk, POOL_CHUNK, "tsalloc-heaps");
-    size_t stride = ts_align_up(sizeof(ts_heap_t), 128);
-    size_t n = POOL_CHUNK / stride;
-    pthread_mutex_lock(&pool_lock);
-    for (size_t i = 1; i < n; i++) {
-        ts_heap_t *h = (ts_heap_t *)(chunk + i * stride);
-        h->pool_next = pool_free;
-        pool_free = h;
+    if (heap) {
+        pool_free = heap->pool_next;
+    } else {
+        if (pool_end - pool_bump < (ptrdiff_t)POOL_STRIDE) {
+            char *chunk = _ts_os_map(POOL_CHUNK); /* rare: under the lock keeps it simple */
+            if (chunk) {
+                _ts_os_name(chunk, POOL_CHUNK, "tsalloc-heaps");
+                pool_bump = chunk;
+                pool_end = chunk + POOL_CHUNK;
+            }
+        }
+        if (pool_end - pool_bump >= (ptrdiff_t)POOL_STRIDE) {
+            heap = (ts_heap_t *)pool_bump;
+            pool_bump += POOL_STRIDE;
+        }
     }
     pthread_mutex_unlock(&pool_lock);
-    return (ts_heap_t *)chunk;
+    return heap;
 }
 
 ts_heap_t *_ts_heap_new(bool for_this_thread) {

@@ -44,3 +44,45 @@ foreach(scope local global)
   ts_preload_test(cxx_plugin_${scope} cxx_plugin_host ARGS $<TARGET_FILE:cxx_plugin> ${scope}
                   TIMEOUT 30)
 endforeach()
+
+# The same C++ cases with clang's runtime, libc++, instead of libstdc++: a
+# libc++ program, and a libc++ plugin that a C program dlopens. Only where
+# clang++ can build against libc++ (Debian: apt-get install clang libc++-dev
+# libc++abi-dev); the cases assert libstdc++'s answers, which the shim gives
+# under either runtime (libc++'s own aligned new calls the handler for a
+# non-power-of-two alignment, so there is no [glibc] run here).
+find_program(TS_CLANGXX NAMES clang++)
+set(_ts_libcxx OFF)
+if(TS_CLANGXX)
+  set(_probe ${CMAKE_CURRENT_BINARY_DIR}/libcxx_probe.cpp)
+  file(WRITE ${_probe} "#include <new>\nint main() { return std::get_new_handler() != nullptr; }\n")
+  execute_process(COMMAND ${TS_CLANGXX} -stdlib=libc++ ${_probe} -o ${_probe}.out
+                  RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+  if(_rc EQUAL 0)
+    set(_ts_libcxx ON)
+  endif()
+endif()
+if(_ts_libcxx)
+  set(_libcxx_flags -stdlib=libc++ -std=c++17 -O1 -fno-builtin -I${TS_TEST_SUPPORT}
+                    -I${CMAKE_CURRENT_LIST_DIR})
+  set(_libcxx_exe ${CMAKE_BINARY_DIR}/bin/cxx_new_delete_libcxx)
+  set(_libcxx_plugin ${CMAKE_CURRENT_BINARY_DIR}/cxx_plugin_libcxx.so)
+  add_custom_command(OUTPUT ${_libcxx_exe}
+    COMMAND ${TS_CLANGXX} ${_libcxx_flags} -o ${_libcxx_exe}
+            ${CMAKE_CURRENT_LIST_DIR}/cxx_new_delete.cpp -pthread -ldl
+    DEPENDS ${CMAKE_CURRENT_LIST_DIR}/cxx_new_delete.cpp ${CMAKE_CURRENT_LIST_DIR}/cxx_oom_cases.h
+    COMMENT "cxx_new_delete with libc++")
+  add_custom_command(OUTPUT ${_libcxx_plugin}
+    COMMAND ${TS_CLANGXX} ${_libcxx_flags} -fPIC -shared -o ${_libcxx_plugin}
+            ${CMAKE_CURRENT_LIST_DIR}/cxx_plugin.cpp -ldl
+    DEPENDS ${CMAKE_CURRENT_LIST_DIR}/cxx_plugin.cpp ${CMAKE_CURRENT_LIST_DIR}/cxx_oom_cases.h
+    COMMENT "cxx_plugin with libc++")
+  add_custom_target(cxx_libcxx ALL DEPENDS ${_libcxx_exe} ${_libcxx_plugin})
+  ts_preload_test(cxx_new_delete_libcxx ${_libcxx_exe})
+  foreach(scope local global)
+    ts_preload_test(cxx_plugin_libcxx_${scope} cxx_plugin_host ARGS ${_libcxx_plugin} ${scope}
+                    TIMEOUT 30)
+  endforeach()
+else()
+  message(STATUS "clang++ with libc++ not found: the libc++ tests are skipped")
+endif()

@@ -9,7 +9,9 @@
 
 static int count_cxx_runtimes(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    if (info->dlpi_name && strstr(info->dlpi_name, "libstdc++")) ++*(int *)arg;
+    if (info->dlpi_name &&
+        (strstr(info->dlpi_name, "libstdc++") || strstr(info->dlpi_name, "libc++")))
+        ++*(int *)arg;
     return 0;
 }
 

@@ -79,6 +79,9 @@ enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
 #define TS_LIST_CLASS_LAST  43                  /* 64 KiB: the last class of medium pages */
 #define TS_SMALL_PAGE_MAX   ((size_t)8 * 1024)  /* classes up to here use small pages */
 #define TS_MEDIUM_PAGE_MAX  ((size_t)64 * 1024) /* ... up to here medium pages, above: big */
+/* Pages of classes up to here start their blocks at a per-page colour
+ * (page.c, page_colour). */
+#define TS_COLOUR_MAX_BLOCK 1024
 /* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
 #define TS_DIRECT_MAX   1024
 #define TS_DIRECT_SLOTS (TS_DIRECT_MAX / 16 + 1)
@@ -179,10 +182,11 @@ typedef struct ts_page {
     struct ts_page *next, *prev; /* class queue or full list */
     /* Free pages: written under the segment lock. */
     _Alignas(64) uint64_t purge_at; /* free dirty page: when to give it back */
+    uintptr_t base;                 /* the page's memory: area bytes from here */
     /* Read-mostly: set when the page is (re)initialised or grows; remote
      * freers read it to validate pointers without disturbing the owner. */
     _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */
-    uintptr_t start;                      /* address of block 0 */
+    uintptr_t start;                      /* address of block 0: base + colour */
     uint64_t inv;                         /* of the class: see ts_page_block_ok */
     uint64_t mark_key;                    /* of this page's current class: see ts_mark_of */
     _Atomic uint64_t carved;              /* capacity, for other threads' frees */

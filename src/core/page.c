@@ -144,13 +144,32 @@ static void queue_remove(ts_heap_t *heap, ts_page_t *page) {
 
 /* ---- one page ---------------------------------------------------------------- */
 
+/* Where block 0 of a small class starts in its page. Each class's first
+ * blocks are the ones LIFO reuse keeps hot; at the same offset of pages 64 KiB
+ * apart they would all fall in one L1 (and L2) cache set, and a thread using
+ * more than 8 classes would miss on every call (cachegrind, lecture1 with a
+ * 32 KiB 8-way L1: 0.25 misses per malloc/free pair, 0.005 coloured). So
+ * pages start their blocks at one of 16 line offsets by position, rounded to
+ * the block size's power-of-two factor, which keeps every block aligned as
+ * well as its size allows (_ts_class_aligned relies on that). The skipped
+ * bytes (at most 1 KiB of 64) are address space only: the page's first 4 KiB
+ * are touched anyway. */
+static uint32_t page_colour(const ts_page_t *page, uint32_t size) {
+    if (size > TS_COLOUR_MAX_BLOCK) return 0;
+    uint32_t line = (page->index * 5u) & 15u; /* 16 neighbouring pages: 16 offsets */
+    uint32_t pow2 = size & -size;
+    return ((line * 64u) + pow2 - 1) & ~(pow2 - 1);
+}
+
 static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     const ts_class_info_t *ci = &_ts_classes[cls];
+    uint32_t colour = page_colour(page, ci->size);
+    page->start = page->base + colour;
     page->block_size = ci->size;
     page->inv = ci->inv;
     page->tz = ci->tz;
     page->mark_key = _ts_new_mark_key();
-    page->reserved = page->area / ci->size;
+    page->reserved = (page->area - colour) / ci->size;
     page->cls = (uint8_t)cls;
     page->capacity = 0;
     atomic_store_explicit(&page->carved, 0, memory_order_relaxed);

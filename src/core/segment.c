@@ -137,8 +137,8 @@ static void purge_pages(ts_segment_t *seg, uint64_t mask) {
         unsigned first = (unsigned)__builtin_ctzll(mask), last = first;
         while (last + 1 < TS_MAX_PAGES && (mask & ((uint64_t)1 << (last + 1)))) last++;
         ts_page_t *a = &seg->pages[first], *b = &seg->pages[last];
-        size_t len = b->start + b->area - a->start;
-        _ts_os_purge((void *)a->start, len);
+        size_t len = b->base + b->area - a->base;
+        _ts_os_purge((void *)a->base, len);
         for (unsigned i = first; i <= last; i++)
             ts_page_set_state(&seg->pages[i], TS_PAGE_FREE_CLEAN);
         total += len;
@@ -218,14 +218,14 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
         page->index = (uint8_t)i;
         if (i < first || i >= count) {
             ts_page_set_state(page, TS_PAGE_HEADER);
-            page->start = 0;
+            page->base = page->start = 0;
             page->area = 0;
             atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
             continue;
         }
         size_t offset = (size_t)i << shift;
         size_t skip = offset < TS_SEGMENT_HEADER ? TS_SEGMENT_HEADER - offset : 0;
-        page->start = (uintptr_t)seg + offset + skip;
+        page->base = page->start = (uintptr_t)seg + offset + skip;
         page->area = (uint32_t)(((size_t)1 << shift) - skip);
         page->rslot = (uint8_t)ts_rbatch_slot_for(seg, i);
         ts_page_set_state(page, TS_PAGE_FREE_CLEAN);

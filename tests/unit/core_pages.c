@@ -242,6 +242,50 @@ static void *aligned(void *arg) {
     return NULL;
 }
 
+/* Page colouring: the blocks 0 of a thread's small classes do not share
+ * one cache set (they would all start at offset 0 of pages 64 KiB apart), and
+ * every block stays aligned to its size's power-of-two factor. */
+static void *colours(void *arg) {
+    (void)arg;
+    enum { CLASSES = 16 };
+    void *first[CLASSES];
+    unsigned per_set[64] = {0};
+    for (int i = 0; i < CLASSES; i++) {
+        size_t size = _ts_classes[i + 1].size; /* 16 .. 512: each its own page */
+        CHECK(size <= TS_COLOUR_MAX_BLOCK);
+        first[i] = malloc(size);
+        ts_page_t *page = page_of(first[i]);
+        CHECK_EQ(page->block_size, size);
+        CHECK(page->start >= page->base && page->start - page->base < 4096);
+        CHECK_EQ((uintptr_t)first[i] % (size & -size), 0);
+        CHECK(page->start + (size_t)page->reserved * size <= page->base + page->area);
+        per_set[(page->start >> 6) & 63]++; /* block 0's set in a 32 KiB 8-way L1 */
+    }
+    for (int set = 0; set < 64; set++)
+        CHECK_MSG(per_set[set] <= 2, "%u first blocks in cache set %d", per_set[set], set);
+    /* 16 pages of one class in a row: their blocks 0 spread out too. */
+    static void *run_of[4096 * 16];
+    size_t n = 0, pages = 0, offsets_seen = 0;
+    uint64_t seen = 0; /* offsets are multiples of 64 below 1 KiB */
+    ts_page_t *last = NULL;
+    while (pages < 16) {
+        void *p = run_of[n++] = malloc(16);
+        ts_page_t *page = page_of(p);
+        if (page != last) {
+            last = page;
+            pages++;
+            uintptr_t line = (page->start - page->base) / 64;
+            CHECK(line < 64);
+            if (!(seen & ((uint64_t)1 << line))) offsets_seen++;
+            seen |= (uint64_t)1 << line;
+        }
+    }
+    CHECK_MSG(offsets_seen >= 8, "16 pages, %zu block-0 offsets", offsets_seen);
+    for (size_t i = 0; i < n; i++) free(run_of[i]);
+    for (int i = 0; i < CLASSES; i++) free(first[i]);
+    return NULL;
+}
+
 /* calloc zeroes reused memory; realloc keeps a block while it fits. */
 static void *calloc_realloc(void *arg) {
     (void)arg;
@@ -374,6 +418,7 @@ int main(void) {
     run(hysteresis_larger);
     test_full_list();
     run(aligned);
+    run(colours);
     run(calloc_realloc);
     run(stats_exact);
     run(double_free_loop);

@@ -47,10 +47,13 @@ void *_ts_core_realloc(void *p, size_t size) {
         _ts_invalid_pointer("realloc", p);
     case TS_PTR_LARGE:
         if (size > TS_CLASS_MAX_SIZE) {
+            int saved_errno = errno;
             void *q = _ts_large_realloc(p, size);
             ts_purge_safe_point();
             if (q) return q;
-            /* mremap refused (e.g. the region spans two mappings): copy instead */
+            /* mremap refused (e.g. the region spans two mappings): copy
+             * instead, and a copy that succeeds leaves errno as it was */
+            errno = saved_errno;
         }
         old = _ts_large_usable(p, "realloc");
         break;

@@ -163,6 +163,7 @@ static void heap_free(ts_heap_t *heap) {
 void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg) {
     pthread_mutex_lock(&pool_lock);
     for (ts_heap_t *h = heaps_all; h; h = h->all_next) fn(h, arg);
+    fn(NULL, arg);
     pthread_mutex_unlock(&pool_lock);
 }
 
@@ -245,6 +246,23 @@ size_t _ts_heaps_running(void) {
     return live > foreign ? live - foreign : 0;
 }
 
+/* In a fork child: a page whose NOTIFYING freer was another thread asks for
+ * a new hand-over if it is in the full list, else is simply NORMAL. */
+static void cancel_handover(ts_page_t *page) {
+    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+    if (ts_tf_state(w) == TS_TF_NOTIFYING)
+        atomic_store_explicit(&page->thread_free,
+                              (w & ~(uint64_t)3) | (page->in_full ? TS_TF_NOTIFY : TS_TF_NORMAL),
+                              memory_order_relaxed);
+}
+
+static void cancel_handovers(ts_heap_t *heap) {
+    for (ts_page_t *p = heap->full.first; p; p = p->next) cancel_handover(p);
+    for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)
+        for (ts_page_t *p = heap->queue[cls].first; p; p = p->next) cancel_handover(p);
+    if (heap->empty_big) cancel_handover(heap->empty_big);
+}
+
 void _ts_heaps_atfork_child(void) {
     pthread_mutex_init(&pool_lock, NULL);
     pthread_mutex_init(&orphan_lock, NULL);
@@ -262,20 +280,8 @@ void _ts_heaps_atfork_child(void) {
         pthread_mutexattr_destroy(&attr);
         pthread_mutex_lock(&self->alive);
     }
-    /* Other threads do not exist here: a hand-over to our full pages that was
-     * in flight will never finish, so ask for a new one. */
-    ts_heap_t *heap = _ts_tls_heap;
-    if (heap->state != TS_HEAP_ACTIVE) return;
-    for (ts_page_t *p = heap->full.first; p; p = p->next) {
-        uint64_t w = atomic_load_explicit(&p->thread_free, memory_order_relaxed);
-        if (ts_tf_state(w) == TS_TF_NOTIFYING)
-            atomic_store_explicit(&p->thread_free, (w & ~(uint64_t)3) | TS_TF_NOTIFY,
-                                  memory_order_relaxed);
-    }
-    for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)
-        for (ts_page_t *p = heap->queue[cls].first; p; p = p->next) {
-            uint64_t w = atomic_load_explicit(&p->thread_free, memory_order_relaxed);
-            if (ts_tf_state(w) == TS_TF_NOTIFYING)
-                atomic_store_explicit(&p->thread_free, w & ~(uint64_t)3, memory_order_relaxed);
-        }
+    /* Other threads do not exist here: a hand-over to the pages of the heaps
+     * the child uses that was in flight will never finish. */
+    if (self->state == TS_HEAP_ACTIVE) cancel_handovers(self);
+    if (orphan) cancel_handovers(orphan);
 }

@@ -403,6 +403,9 @@ TS_HIDDEN void _ts_heaps_atfork_child(void);
 /* Heaps whose threads exist in this process (heaps_live without a fork
  * child's inherited ones). */
 TS_HIDDEN size_t _ts_heaps_running(void);
+/* fn(heap, arg) for each live heap, then fn(NULL, arg), all under the pool
+ * lock: an exiting heap folds its counts into _ts_stats under that lock, so
+ * the NULL call reads totals that count each heap once. */
 typedef void (*ts_heap_visit_fn)(const ts_heap_t *heap, void *arg);
 TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
 

@@ -413,6 +413,7 @@ void *_ts_large_realloc(void *p, size_t size) {
     /* In place first (a shrink always is), under the stripe lock. */
     void *q = _ts_os_remap(p, old, need, false);
     if (q) {
+        if (need > old) mark_large((uintptr_t)q, need); /* the chunks it grew into */
         e->size = need;
         pthread_mutex_unlock(&s->lock);
     } else {

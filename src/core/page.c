@@ -391,6 +391,10 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
  * (the one kept before goes back to its segment). Its owner word carries the
  * FULL bit so that any free into it (a double free) takes the slow path. */
 static void page_cache(ts_heap_t *heap, ts_page_t *page) {
+    /* Its last block may have come back through a hand-over whose freer has
+     * one store left (NOTIFYING -> NORMAL): let it finish now, not in a fork
+     * child where that freer does not exist. */
+    _ts_page_settle_notify(page);
     _ts_page_uncache(heap);
     queue_remove(heap, page);
     page->cached = 1;

@@ -161,6 +161,9 @@ void _ts_purge_atfork_child(void) {
     pthread_cond_init(&pt_cond, NULL);
     atomic_store(&pt_sleeping, SLEEP_NONE);
     int s = atomic_load(&pt_state);
-    /* The helper did not survive the fork; the child's next free starts its own. */
-    if (s == PT_RUNNING || s == PT_STARTING) atomic_store(&pt_state, PT_STOPPED);
+    /* The helper did not survive the fork, and a request for it was the
+     * parent's (made for heaps the child does not have): the child asks again
+     * when it wants one itself. */
+    if (s == PT_RUNNING || s == PT_STARTING || s == PT_WANTED) atomic_store(&pt_state, PT_STOPPED);
+    atomic_store(&_ts_purge_wanted, 0);
 }

@@ -64,8 +64,15 @@ typedef struct snapshot {
     size_t segments_total, segments_owned;
 } snapshot_t;
 
+/* Each live heap's counts, then (heap NULL) those of the heaps that exited. */
 static void add_heap(const ts_heap_t *heap, void *arg) {
     snapshot_t *s = arg;
+    if (!heap) {
+        for (unsigned c = 0; c < TS_CLASS_COUNT; c++)
+            s->alloc[c] += atomic_load(&_ts_stats.alloc[c]);
+        s->remote_frees += atomic_load(&_ts_stats.remote_frees);
+        return;
+    }
     for (unsigned c = 0; c < TS_CLASS_COUNT; c++) {
         s->alloc[c] += heap_allocs(heap, c);
     }
@@ -78,12 +85,10 @@ static void take_snapshot(snapshot_t *s) {
     _ts_heaps_visit(add_heap, s);
     _ts_segments_live(s->live);
     for (unsigned c = 0; c < TS_CLASS_COUNT; c++) {
-        s->alloc[c] += atomic_load(&_ts_stats.alloc[c]);
         if (s->live[c] > s->alloc[c]) s->live[c] = s->alloc[c]; /* racy snapshot */
         s->freed[c] = s->alloc[c] - s->live[c];
         s->live_bytes += (size_t)s->live[c] * _ts_classes[c].size;
     }
-    s->remote_frees += atomic_load(&_ts_stats.remote_frees);
     s->large_allocs = atomic_load(&_ts_stats.large_allocs);
     _ts_segments_count(&s->segments_total, &s->segments_owned);
 }

@@ -34,6 +34,37 @@ static void *allocate_and_wait(void *arg) {
     return NULL;
 }
 
+/* A thread whose first allocator call frees another thread's block: that
+ * makes its heap, and asks for the helper, which starts at the next
+ * allocation slow path. */
+static void *block_from_main;
+static void *free_and_wait(void *arg) {
+    (void)arg;
+    free(block_from_main);
+    pthread_barrier_wait(&hold);
+    pthread_barrier_wait(&hold);
+    return NULL;
+}
+
+static int child_stays_single(void);
+
+static void fork_child_stays_single(void *(*second_thread)(void *)) {
+    pthread_barrier_init(&hold, NULL, 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, second_thread, NULL) == 0);
+    pthread_barrier_wait(&hold);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) _exit(child_stays_single());
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the fork child got a helper thread (status %d)", status);
+    pthread_barrier_wait(&hold);
+    CHECK(pthread_join(t, NULL) == 0);
+    pthread_barrier_destroy(&hold);
+}
+
 /* In a child forked while another thread of the parent has a heap. */
 static int child_stays_single(void) {
     static void *b[600];
@@ -61,20 +92,12 @@ int main(void) {
     CHECK(atomic_load(&_ts_stats.committed) < TS_PURGE_THREAD_MIN_BYTES);
     CHECK_EQ(threads(), 1);
 
-    /* A second thread with a heap, then a fork: the child has one thread. */
-    pthread_barrier_init(&hold, NULL, 2);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, allocate_and_wait, NULL) == 0);
-    pthread_barrier_wait(&hold);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) _exit(child_stays_single());
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "the fork child got a helper thread (status %d)", status);
-    pthread_barrier_wait(&hold);
-    CHECK(pthread_join(t, NULL) == 0);
+    /* A second thread with a heap, then a fork: the child has one thread.
+     * First with the helper asked for but not started at the fork (the
+     * child must not inherit the request), then with it running. */
+    block_from_main = malloc(64);
+    fork_child_stays_single(free_and_wait);
+    fork_child_stays_single(allocate_and_wait);
 
     /* A bigger heap: the helper starts (at the allocation that crossed). */
     enum { N = 12 };

@@ -105,7 +105,7 @@ TS_INLINE void ts_core_free_inline(void *p) {
         b->count = count;
         *ts_mark_word(block) = mark;
         block->next = batched; /* last: the compiler cannot tell block from b */
-        if (ts_unlikely(count >= TS_RBATCH_MAX)) _ts_rbatch_flush(heap, b);
+        if (ts_unlikely(count >= page->rbatch_max)) _ts_rbatch_flush(heap, b);
         return;
     }
     _ts_free_other(heap, page, block);

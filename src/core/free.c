@@ -4,8 +4,9 @@
  * A block freed by a thread that does not own its page goes back with one CAS
  * on the page's thread_free word. Small blocks are first gathered per page in
  * the freeing heap (heap->rbatch) so that one CAS returns up to
- * TS_RBATCH_MAX of them; a batch is pushed when it is full, when another page
- * needs its slot, and on the freeing thread's next malloc slow path or exit.
+ * TS_RBATCH_MAX of them (at most TS_RBATCH_MAX_BYTES); a batch is pushed when
+ * it is full, when another page needs its slot, and on the freeing thread's
+ * next malloc slow path or exit.
  *
  * Invariants:
  * - A pointer is proven ours (_ts_segmap) before any header is read.
@@ -122,7 +123,7 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     if (b->page == page) {
         block->next = b->head;
         b->head = block;
-        if (++b->count >= TS_RBATCH_MAX) _ts_rbatch_flush(heap, b);
+        if (++b->count >= page->rbatch_max) _ts_rbatch_flush(heap, b);
         return;
     }
     if (b->page) _ts_rbatch_flush(heap, b);

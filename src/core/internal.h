@@ -196,6 +196,7 @@ typedef struct ts_page {
     uint8_t cls;
     uint8_t tz;            /* of the class: see ts_page_block_ok */
     uint8_t rslot;         /* this page's slot in a freeing heap's rbatch[] */
+    uint8_t rbatch_max;    /* a batch of this page's blocks is pushed at this count */
     uint8_t index;         /* position in its segment */
     _Atomic uint8_t state; /* TS_PAGE_*: written under the segment lock, read anywhere */
     /* Remote-written. */
@@ -319,6 +320,10 @@ typedef struct ts_rbatch {
 #define TS_RBATCH_SLOTS     16
 #define TS_RBATCH_MAX       32   /* blocks per batch */
 #define TS_RBATCH_MAX_BLOCK 1024 /* larger blocks are pushed at once */
+/* A batch is pushed once it holds this many bytes (page->rbatch_max blocks),
+ * so a thread that frees others' blocks and then idles keeps at most
+ * TS_RBATCH_SLOTS * TS_RBATCH_MAX_BYTES = 128 KiB. */
+#define TS_RBATCH_MAX_BYTES 8192
 
 enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
 

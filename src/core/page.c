@@ -170,6 +170,10 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     page->tz = ci->tz;
     page->mark_key = _ts_new_mark_key();
     page->reserved = (page->area - colour) / ci->size;
+    uint32_t per_batch = TS_RBATCH_MAX_BYTES / ci->size;
+    page->rbatch_max = (uint8_t)(per_batch > TS_RBATCH_MAX ? TS_RBATCH_MAX
+                                 : per_batch < 1           ? 1
+                                                           : per_batch);
     page->cls = (uint8_t)cls;
     page->capacity = 0;
     atomic_store_explicit(&page->carved, 0, memory_order_relaxed);

@@ -286,6 +286,33 @@ static void *colours(void *arg) {
     return NULL;
 }
 
+/* A thread that frees another thread's blocks holds them in per-page
+ * batches until a batch is full: each batch is bounded in bytes, so a thread
+ * that then idles keeps little of other threads' memory. */
+static void *held_blocks[2000];
+static void *free_held(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 2000; i++) free(held_blocks[i]);
+    size_t held = 0, batches = 0;
+    const ts_heap_t *heap = _ts_tls_heap;
+    for (unsigned i = 0; i < TS_RBATCH_SLOTS; i++)
+        if (heap->rbatch[i].page) {
+            batches++;
+            held += (size_t)heap->rbatch[i].count * heap->rbatch[i].page->block_size;
+        }
+    CHECK(batches > 0);
+    CHECK_MSG(held <= TS_RBATCH_SLOTS * (size_t)TS_RBATCH_MAX_BYTES,
+              "an idle freer holds %zu bytes in %zu batches", held, batches);
+    return NULL;
+}
+
+static void *batch_bytes(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 2000; i++) held_blocks[i] = malloc(1000 + (size_t)(i % 3) * 8);
+    run(free_held);
+    return NULL;
+}
+
 /* calloc zeroes reused memory; realloc keeps a block while it fits. */
 static void *calloc_realloc(void *arg) {
     (void)arg;
@@ -419,6 +446,7 @@ int main(void) {
     test_full_list();
     run(aligned);
     run(colours);
+    run(batch_bytes);
     run(calloc_realloc);
     run(stats_exact);
     run(double_free_loop);

@@ -158,6 +158,9 @@ static void heap_free(ts_heap_t *heap) {
     pool_free = heap;
     pthread_mutex_unlock(&pool_lock);
     atomic_fetch_sub(&_ts_stats.heaps_live, 1);
+    /* The last thread with a heap is ending: if it was the last thread of
+     * all, the helper thread must end too (purge.c), so wake it to look. */
+    if (_ts_heaps_running() == 0) _ts_purge_heaps_gone();
 }
 
 void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg) {

@@ -16,7 +16,8 @@
  * purges what expired (free pages of every segment, cached segments, cached
  * large regions), gives back pages of exited threads whose blocks were freed
  * since, and with nothing to do sleeps without a deadline until a free gives
- * it work (it stays for the life of the process). With
+ * it work (it stays for the life of the process, but never outlives the
+ * program's own threads: see purge_main). With
  * TSALLOC_PURGE_THREAD=0, or if the thread cannot be created, the same work
  * runs on allocation slow paths instead (heap.c), about once per purge delay.
  *
@@ -34,9 +35,10 @@ enum { PT_STOPPED, PT_WANTED, PT_STARTING, PT_RUNNING, PT_FAILED };
 enum { SLEEP_NONE, SLEEP_TIMED, SLEEP_IDLE };
 
 static _Atomic int pt_state;
-_Atomic int _ts_purge_wanted;   /* pt_state == PT_WANTED, for the inline check */
-static _Atomic int pt_pending;  /* something was freed since the last scan */
-static _Atomic int pt_sleeping; /* SLEEP_*: it waits on pt_cond */
+_Atomic int _ts_purge_wanted;    /* pt_state == PT_WANTED, for the inline check */
+static _Atomic int pt_pending;   /* something was freed since the last scan */
+static _Atomic int pt_sleeping;  /* SLEEP_*: it waits on pt_cond */
+static _Atomic int pt_count_now; /* the last thread with a heap ended: count threads now */
 static pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
 
@@ -80,6 +82,14 @@ void _ts_purge_schedule(void) {
     }
 }
 
+void _ts_purge_heaps_gone(void) {
+    if (atomic_load(&pt_state) != PT_RUNNING) return;
+    atomic_store(&pt_count_now, 1);
+    pthread_mutex_lock(&pt_mutex);
+    pthread_cond_signal(&pt_cond);
+    pthread_mutex_unlock(&pt_mutex);
+}
+
 /* Sleep until `until` (monotonic ns), or until new work arrives whose
  * deadline (now + delay) comes first. */
 static void sleep_until(uint64_t until, int mode) {
@@ -87,7 +97,7 @@ static void sleep_until(uint64_t until, int mode) {
     atomic_store(&pt_sleeping, mode);
     for (;;) {
         uint64_t now = _ts_os_now_ns();
-        if (now >= until) break;
+        if (now >= until || atomic_load(&pt_count_now)) break;
         if (atomic_load(&pt_pending) && (mode == SLEEP_IDLE || now + _ts_purge_delay_ns() < until))
             break;
         if (until == UINT64_MAX) {
@@ -101,18 +111,41 @@ static void sleep_until(uint64_t until, int mode) {
     pthread_mutex_unlock(&pt_mutex);
 }
 
+/* The helper must not keep the process alive: when main has called
+ * pthread_exit and every other thread has ended, it is the last thread, and
+ * it ends too (glibc then runs exit(0), as for any last thread). No thread has
+ * a heap then, so only in that state does it count threads, and it looks
+ * again after growing pauses, since the last other thread may be on its way
+ * out (or never allocated, and ends without a word to us). */
+#define ALONE_POLL_MIN_NS ((uint64_t)1000000u)
+#define ALONE_POLL_MAX_NS ((uint64_t)1000000000u)
+
 static void *purge_main(void *arg) {
     (void)arg;
     int expect = PT_STARTING;
     atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING);
+    uint64_t alone_poll = ALONE_POLL_MIN_NS;
     for (;;) {
         atomic_store(&pt_pending, 0);
+        atomic_store(&pt_count_now, 0);
         uint64_t next = _ts_purge_run(_ts_os_now_ns(), false);
         uint64_t now = _ts_os_now_ns();
-        if (next != UINT64_MAX)
-            sleep_until(next > now + MIN_SLEEP_NS ? next : now + MIN_SLEEP_NS, SLEEP_TIMED);
-        else /* nothing to do: wait for the next free (an exit would free in glibc's locks) */
+        bool heapless = _ts_heaps_running() == 0;
+        if (heapless && _ts_os_live_threads() == 1) {
+            atomic_store(&pt_state, PT_FAILED); /* the process is ending: none again */
+            pthread_exit(NULL);
+        }
+        if (!heapless) alone_poll = ALONE_POLL_MIN_NS;
+        if (next != UINT64_MAX) {
+            uint64_t until = next > now + MIN_SLEEP_NS ? next : now + MIN_SLEEP_NS;
+            if (heapless && until > now + alone_poll) until = now + alone_poll;
+            sleep_until(until, SLEEP_TIMED);
+        } else if (heapless) {
+            sleep_until(now + alone_poll, SLEEP_IDLE);
+        } else { /* nothing to do: wait for the next free (an exit would free in glibc's locks) */
             sleep_until(UINT64_MAX, SLEEP_IDLE);
+        }
+        if (heapless && alone_poll < ALONE_POLL_MAX_NS) alone_poll *= 2;
     }
     return NULL;
 }
@@ -128,7 +161,9 @@ static void start_thread(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 128 * 1024);
+    /* Address space, not memory: as the last thread it runs the program's
+     * exit handlers (see purge_main). */
+    pthread_attr_setstacksize(&attr, 1024 * 1024);
     pthread_t thread;
     int rc = pthread_create(&thread, &attr, purge_main, NULL);
     pthread_attr_destroy(&attr);

@@ -1,0 +1,106 @@
+/* A process whose main thread calls pthread_exit ends when its last thread
+ * ends (POSIX: as if by exit(0), so exit handlers run). tsalloc's purge
+ * helper is a thread too, and must not keep such a process alive. Each case
+ * runs in a child; the parent waits for it at most 20 s and checks that it
+ * exited with status 0 after running its atexit handler.
+ *   last_has_heap: the last thread allocated (its exit wakes the helper);
+ *   last_heapless: the last thread never allocated (the helper finds out by
+ *                  looking again after growing pauses).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static int threads(void) {
+    char buf[4096];
+    CHECK(ts_read_file("/proc/self/status", buf, sizeof buf) > 0);
+    char *line = strstr(buf, "\nThreads:");
+    CHECK(line != NULL);
+    return atoi(line + strlen("\nThreads:"));
+}
+
+static int report_fd = -1;
+static void say_exited(void) {
+    CHECK(write(report_fd, "exit handlers ran", 17) == 17);
+}
+
+/* Enough memory that the helper starts however many threads have heaps. */
+enum { BLOCKS = 16 };
+static void allocate_and_free(void) {
+    void *b[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++) {
+        b[i] = malloc(1 << 20);
+        CHECK(b[i] != NULL);
+        memset(b[i], 1, 1 << 20);
+    }
+    free(malloc(100)); /* a slow path: the helper starts here */
+    for (int i = 0; i < BLOCKS; i++) free(b[i]);
+}
+
+static pthread_t main_thread;
+
+static void *worker_with_heap(void *arg) {
+    (void)arg;
+    CHECK(pthread_join(main_thread, NULL) == 0); /* main is gone */
+    allocate_and_free();
+    CHECK_EQ(threads(), 3); /* this one, the helper, and main as a zombie */
+    return NULL;
+}
+
+static void *worker_without_heap(void *arg) {
+    (void)arg;
+    CHECK(pthread_join(main_thread, NULL) == 0);
+    return NULL; /* never called the allocator */
+}
+
+static pid_t child;
+static void child_hangs(int sig) {
+    (void)sig;
+    kill(child, SIGKILL);
+    static const char msg[] = "core_exit: the child outlived its last thread by 20 s\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+static void run_case(void *(*worker)(void *), int allocate_in_main) {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        report_fd = fds[1];
+        CHECK(atexit(say_exited) == 0);
+        main_thread = pthread_self();
+        if (allocate_in_main) allocate_and_free();
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, worker, NULL) == 0);
+        if (allocate_in_main) CHECK_EQ(threads(), 3); /* main, worker, helper */
+        pthread_exit(NULL);
+    }
+    close(fds[1]);
+    child = pid;
+    signal(SIGALRM, child_hangs);
+    alarm(20); /* a process kept alive by the helper fails here */
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    alarm(0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    char buf[64] = {0};
+    CHECK(read(fds[0], buf, sizeof buf - 1) == 17);
+    CHECK(strcmp(buf, "exit handlers ran") == 0);
+    close(fds[0]);
+}
+
+int main(void) {
+    free(malloc(1));
+    run_case(worker_with_heap, 0);
+    run_case(worker_without_heap, 1);
+    printf("ok\n");
+    return 0;
+}

@@ -37,10 +37,16 @@ typedef struct large_entry {
     size_t size;   /* mapping size (page multiple) */
 } large_entry_t;
 
+/* Each stripe starts with a table in the library's data (no mmap, so the
+ * first blocks of a process whose mmap is refused later still have a slot,
+ * and the pages are touched only when used), and grows by mapping. */
+#define FIRST_SLOTS 64
+
 typedef struct stripe {
     pthread_mutex_t lock;
     large_entry_t *slots;
     size_t cap, count;
+    large_entry_t first_slots[FIRST_SLOTS];
 } __attribute__((aligned(64))) stripe_t;
 
 static stripe_t stripes[STRIPES] = {[0 ... STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
@@ -75,7 +81,12 @@ static stripe_t *stripe_of(uintptr_t p) {
 }
 
 static bool table_grow(stripe_t *s) {
-    size_t cap = s->cap ? s->cap * 2 : 256;
+    if (!s->slots) {
+        s->slots = s->first_slots;
+        s->cap = FIRST_SLOTS;
+        return true;
+    }
+    size_t cap = s->cap * 2;
     large_entry_t *slots = _ts_os_map(cap * sizeof *slots);
     if (!slots) return false;
     for (size_t i = 0; i < s->cap; i++) {
@@ -84,7 +95,7 @@ static bool table_grow(stripe_t *s) {
         while (slots[j].ptr) j = (j + 1) & (cap - 1);
         slots[j] = s->slots[i];
     }
-    if (s->slots) _ts_os_unmap(s->slots, s->cap * sizeof *slots);
+    if (s->slots != s->first_slots) _ts_os_unmap(s->slots, s->cap * sizeof *slots);
     s->slots = slots;
     s->cap = cap;
     return true;
@@ -244,7 +255,10 @@ static bool lcache_take(size_t need, size_t align, lcache_entry_t *out) {
         lcache_entry_t *e = &lcache[pick];
         if (fit >= 0 && e->size - need >= split_min(need)) {
             size_t rest = e->size - need;
+            /* Split the resident bytes in proportion, in whole pages. */
             size_t rest_dirty = (size_t)((double)e->dirty * ((double)rest / (double)e->size));
+            rest_dirty &= ~(OS_PAGE - 1);
+            if (e->dirty - rest_dirty > need) rest_dirty = e->dirty - need;
             *out = *e;
             out->size = need;
             out->dirty = e->dirty - rest_dirty;
@@ -341,9 +355,9 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
     pthread_mutex_lock(&s->lock);
     bool ok = table_insert(s, p, need);
     pthread_mutex_unlock(&s->lock);
-    if (!ok) {
-        _ts_stat_decommit(need);
-        _ts_os_unmap((void *)p, need);
+    if (!ok) { /* the OS refused a bigger table: the region waits in the cache */
+        _ts_verbose(1, "no table slot for a large block of %zu bytes", need);
+        lcache_put(p, need);
         errno = ENOMEM;
         return NULL;
     }

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -184,7 +185,9 @@ bool _ts_os_purge(void *addr, size_t size) {
 
 uint64_t _ts_os_random(void) {
     uint64_t r = 0;
-    if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;
+    /* The system call itself, not libc's wrapper, which a sanitizer's
+     * runtime intercepts and may not be ready for when malloc first runs. */
+    if (syscall(SYS_getrandom, &r, sizeof r, GRND_NONBLOCK) == (long)sizeof r) return r;
     /* No entropy yet (early boot) or no getrandom: the clock and addresses
      * ASLR placed, never AT_RANDOM's first bytes (glibc's stack canary). */
     struct timespec ts;

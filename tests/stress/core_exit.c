@@ -16,14 +16,6 @@
 
 #include "check.h"
 
-static int threads(void) {
-    char buf[4096];
-    CHECK(ts_read_file("/proc/self/status", buf, sizeof buf) > 0);
-    char *line = strstr(buf, "\nThreads:");
-    CHECK(line != NULL);
-    return atoi(line + strlen("\nThreads:"));
-}
-
 static int report_fd = -1;
 static void say_exited(void) {
     CHECK(write(report_fd, "exit handlers ran", 17) == 17);
@@ -48,7 +40,7 @@ static void *worker_with_heap(void *arg) {
     (void)arg;
     CHECK(pthread_join(main_thread, NULL) == 0); /* main is gone */
     allocate_and_free();
-    CHECK_EQ(threads(), 3); /* this one, the helper, and main as a zombie */
+    CHECK_EQ(ts_thread_count(), 3); /* this one, the helper, and main as a zombie */
     return NULL;
 }
 
@@ -80,7 +72,7 @@ static void run_case(void *(*worker)(void *), int allocate_in_main) {
         if (allocate_in_main) allocate_and_free();
         pthread_t t;
         CHECK(pthread_create(&t, NULL, worker, NULL) == 0);
-        if (allocate_in_main) CHECK_EQ(threads(), 3); /* main, worker, helper */
+        if (allocate_in_main) CHECK_EQ(ts_thread_count(), 3); /* main, worker, helper */
         pthread_exit(NULL);
     }
     close(fds[1]);

@@ -71,6 +71,16 @@ static inline size_t ts_read_file(const char *path, char *buf, size_t size) {
     return len;
 }
 
+/* Threads of this process (the Threads: line of /proc/self/status; a main
+ * thread that called pthread_exit still counts there). */
+static inline int ts_thread_count(void) {
+    char buf[4096];
+    CHECK(ts_read_file("/proc/self/status", buf, sizeof buf) > 0);
+    char *line = strstr(buf, "\nThreads:");
+    CHECK(line != NULL);
+    return atoi(line + strlen("\nThreads:"));
+}
+
 /* Fill a block with a pattern derived from its tag, and verify it later. */
 static inline void ts_fill(void *p, size_t n, uint64_t tag) {
     unsigned char *b = (unsigned char *)p;

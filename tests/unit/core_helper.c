@@ -17,14 +17,6 @@
 #include "check.h"
 #include "core/internal.h"
 
-static int threads(void) {
-    char buf[4096];
-    CHECK(ts_read_file("/proc/self/status", buf, sizeof buf) > 0);
-    char *line = strstr(buf, "\nThreads:");
-    CHECK(line != NULL);
-    return atoi(line + strlen("\nThreads:"));
-}
-
 static pthread_barrier_t hold;
 static void *allocate_and_wait(void *arg) {
     (void)arg;
@@ -73,7 +65,7 @@ static int child_stays_single(void) {
     for (int i = 0; i < 40; i++)
         free(malloc(1100 + 150 * (size_t)i)); /* new classes: safe points */
     if (atomic_load(&_ts_stats.committed) >= TS_PURGE_THREAD_MIN_BYTES) return 2;
-    return threads() == 1 ? 0 : 1;
+    return ts_thread_count() == 1 ? 0 : 1;
 }
 
 int main(void) {
@@ -90,7 +82,7 @@ int main(void) {
         free(large);
     }
     CHECK(atomic_load(&_ts_stats.committed) < TS_PURGE_THREAD_MIN_BYTES);
-    CHECK_EQ(threads(), 1);
+    CHECK_EQ(ts_thread_count(), 1);
 
     /* A second thread with a heap, then a fork: the child has one thread.
      * First with the helper asked for but not started at the fork (the
@@ -108,7 +100,7 @@ int main(void) {
         memset(blocks[i], 1, 1u << 20);
     }
     CHECK(atomic_load(&_ts_stats.committed) >= TS_PURGE_THREAD_MIN_BYTES);
-    CHECK_EQ(threads(), 2);
+    CHECK_EQ(ts_thread_count(), 2);
     for (int i = 0; i < N; i++) free(blocks[i]);
     return 0;
 }

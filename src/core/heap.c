@@ -46,6 +46,10 @@ static uint32_t heap_ids;
 static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_heap_t *orphan;
 
+/* Heaps counted in heaps_live that belong to no running thread: the orphan
+ * heap, and in a fork child those of the parent's other threads. */
+static _Atomic size_t heaps_foreign;
+
 #define POOL_CHUNK  ((size_t)256 * 1024)
 #define POOL_STRIDE ts_align_up(sizeof(ts_heap_t), 128)
 
@@ -85,6 +89,7 @@ ts_heap_t *_ts_heap_new(bool for_this_thread) {
     for (unsigned i = 0; i < TS_CLASS_COUNT; i++) heap->head[i] = &_ts_page_empty;
     heap->state = TS_HEAP_ACTIVE;
     heap->maint_at = _ts_os_now_ns() + _ts_purge_delay_ns();
+    if (!for_this_thread) atomic_fetch_add(&heaps_foreign, 1);
     if (for_this_thread) {
         pthread_mutexattr_t attr;
         pthread_mutexattr_init(&attr);
@@ -158,9 +163,7 @@ static void heap_free(ts_heap_t *heap) {
     pool_free = heap;
     pthread_mutex_unlock(&pool_lock);
     atomic_fetch_sub(&_ts_stats.heaps_live, 1);
-    /* The last thread with a heap is ending: if it was the last thread of
-     * all, the helper thread must end too (purge.c), so wake it to look. */
-    if (_ts_heaps_running() == 0) _ts_purge_heaps_gone();
+    _ts_purge_thread_ended(); /* the helper must not outlive main (purge.c) */
 }
 
 void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg) {
@@ -238,10 +241,6 @@ void _ts_heaps_atfork_parent(void) {
     pthread_mutex_unlock(&pool_lock);
     pthread_mutex_unlock(&orphan_lock);
 }
-
-/* Heaps of threads that do not exist in this process: in a fork child, those
- * of the parent's other threads (they still count in heaps_live). */
-static _Atomic size_t heaps_foreign;
 
 size_t _ts_heaps_running(void) {
     size_t live = atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed);

@@ -484,9 +484,9 @@ TS_HIDDEN void _ts_large_atfork_child(void);
  * thread (purge.c). */
 #define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
 TS_HIDDEN void _ts_purge_schedule(void);
-/* No thread has a heap any more: the helper checks whether it is the last
- * thread (and then ends, so that it does not keep the process alive). */
-TS_HIDDEN void _ts_purge_heaps_gone(void);
+/* A thread with a heap ended: the helper looks whether main has exited (and
+ * then ends, so that it does not keep the process alive). */
+TS_HIDDEN void _ts_purge_thread_ended(void);
 TS_HIDDEN void _ts_purge_safe_point(void);
 TS_HIDDEN extern _Atomic int _ts_purge_wanted; /* the helper thread should be started */
 TS_INLINE void ts_purge_safe_point(void) {

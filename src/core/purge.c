@@ -16,8 +16,8 @@
  * purges what expired (free pages of every segment, cached segments, cached
  * large regions), gives back pages of exited threads whose blocks were freed
  * since, and with nothing to do sleeps without a deadline until a free gives
- * it work (it stays for the life of the process, but never outlives the
- * program's own threads: see purge_main). With
+ * it work (it stays for the life of the process, unless main calls
+ * pthread_exit: see purge_main). With
  * TSALLOC_PURGE_THREAD=0, or if the thread cannot be created, the same work
  * runs on allocation slow paths instead (heap.c), about once per purge delay.
  *
@@ -35,10 +35,10 @@ enum { PT_STOPPED, PT_WANTED, PT_STARTING, PT_RUNNING, PT_FAILED };
 enum { SLEEP_NONE, SLEEP_TIMED, SLEEP_IDLE };
 
 static _Atomic int pt_state;
-_Atomic int _ts_purge_wanted;    /* pt_state == PT_WANTED, for the inline check */
-static _Atomic int pt_pending;   /* something was freed since the last scan */
-static _Atomic int pt_sleeping;  /* SLEEP_*: it waits on pt_cond */
-static _Atomic int pt_count_now; /* the last thread with a heap ended: count threads now */
+_Atomic int _ts_purge_wanted;       /* pt_state == PT_WANTED, for the inline check */
+static _Atomic int pt_pending;      /* something was freed since the last scan */
+static _Atomic int pt_sleeping;     /* SLEEP_*: it waits on pt_cond */
+static _Atomic int pt_look_at_main; /* a thread with a heap ended: has main exited? */
 static pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
 
@@ -82,9 +82,9 @@ void _ts_purge_schedule(void) {
     }
 }
 
-void _ts_purge_heaps_gone(void) {
+void _ts_purge_thread_ended(void) {
     if (atomic_load(&pt_state) != PT_RUNNING) return;
-    atomic_store(&pt_count_now, 1);
+    atomic_store(&pt_look_at_main, 1);
     pthread_mutex_lock(&pt_mutex);
     pthread_cond_signal(&pt_cond);
     pthread_mutex_unlock(&pt_mutex);
@@ -97,7 +97,7 @@ static void sleep_until(uint64_t until, int mode) {
     atomic_store(&pt_sleeping, mode);
     for (;;) {
         uint64_t now = _ts_os_now_ns();
-        if (now >= until || atomic_load(&pt_count_now)) break;
+        if (now >= until || atomic_load(&pt_look_at_main)) break;
         if (atomic_load(&pt_pending) && (mode == SLEEP_IDLE || now + _ts_purge_delay_ns() < until))
             break;
         if (until == UINT64_MAX) {
@@ -111,41 +111,47 @@ static void sleep_until(uint64_t until, int mode) {
     pthread_mutex_unlock(&pt_mutex);
 }
 
-/* The helper must not keep the process alive: when main has called
- * pthread_exit and every other thread has ended, it is the last thread, and
- * it ends too (glibc then runs exit(0), as for any last thread). No thread has
- * a heap then, so only in that state does it count threads, and it looks
- * again after growing pauses, since the last other thread may be on its way
- * out (or never allocated, and ends without a word to us). */
-#define ALONE_POLL_MIN_NS ((uint64_t)1000000u)
-#define ALONE_POLL_MAX_NS ((uint64_t)1000000000u)
+/* The helper must not keep the process alive. Once main has called
+ * pthread_exit, the process ends with its last thread; the helper must not be
+ * that thread (it would wait forever with every signal blocked, or run the
+ * exit handlers itself). So when it finds main gone it ends, and from then on
+ * purging runs on allocation slow paths, as with TSALLOC_PURGE_THREAD=0. It
+ * looks when a thread with a heap ends (heap_free wakes it), and while no
+ * thread has a heap after pauses growing from 1 ms to 1 s, since a thread
+ * that never allocated ends without a word to us. */
+#define MAIN_POLL_MIN_NS ((uint64_t)1000000u)
+#define MAIN_POLL_MAX_NS ((uint64_t)1000000000u)
+
+static sigset_t program_mask; /* of the thread that started the helper */
 
 static void *purge_main(void *arg) {
     (void)arg;
     int expect = PT_STARTING;
     atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING);
-    uint64_t alone_poll = ALONE_POLL_MIN_NS;
+    uint64_t main_poll = MAIN_POLL_MIN_NS;
     for (;;) {
         atomic_store(&pt_pending, 0);
-        atomic_store(&pt_count_now, 0);
+        bool look = atomic_exchange(&pt_look_at_main, 0);
         uint64_t next = _ts_purge_run(_ts_os_now_ns(), false);
         uint64_t now = _ts_os_now_ns();
         bool heapless = _ts_heaps_running() == 0;
-        if (heapless && _ts_os_live_threads() == 1) {
-            atomic_store(&pt_state, PT_FAILED); /* the process is ending: none again */
-            pthread_exit(NULL);
+        if ((look || heapless) && _ts_os_main_exited() == 1) {
+            atomic_store(&pt_state, PT_FAILED); /* never again: slow paths purge */
+            _ts_verbose(2, "main thread exited: the purge thread ends");
+            pthread_sigmask(SIG_SETMASK, &program_mask, NULL); /* should it be the last */
+            return NULL;
         }
-        if (!heapless) alone_poll = ALONE_POLL_MIN_NS;
+        if (!heapless) main_poll = MAIN_POLL_MIN_NS;
         if (next != UINT64_MAX) {
             uint64_t until = next > now + MIN_SLEEP_NS ? next : now + MIN_SLEEP_NS;
-            if (heapless && until > now + alone_poll) until = now + alone_poll;
+            if (heapless && until > now + main_poll) until = now + main_poll;
             sleep_until(until, SLEEP_TIMED);
         } else if (heapless) {
-            sleep_until(now + alone_poll, SLEEP_IDLE);
+            sleep_until(now + main_poll, SLEEP_IDLE);
         } else { /* nothing to do: wait for the next free (an exit would free in glibc's locks) */
             sleep_until(UINT64_MAX, SLEEP_IDLE);
         }
-        if (heapless && alone_poll < ALONE_POLL_MAX_NS) alone_poll *= 2;
+        if (heapless && main_poll < MAIN_POLL_MAX_NS) main_poll *= 2;
     }
     return NULL;
 }
@@ -158,12 +164,10 @@ static void start_thread(void) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    program_mask = old;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* Address space, not memory: as the last thread it runs the program's
-     * exit handlers (see purge_main). */
-    pthread_attr_setstacksize(&attr, 1024 * 1024);
     pthread_t thread;
     int rc = pthread_create(&thread, &attr, purge_main, NULL);
     pthread_attr_destroy(&attr);

@@ -75,9 +75,9 @@ TS_HIDDEN void _ts_os_yield(void);
 TS_HIDDEN uint64_t _ts_os_now_ns(void);
 /* Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown. */
 TS_HIDDEN size_t _ts_os_rss_bytes(void);
-/* Threads of this process still running (from /proc/self/stat; a main
- * thread that called pthread_exit does not count), -1 if unknown. */
-TS_HIDDEN long _ts_os_live_threads(void);
+/* 1 when the main thread has called pthread_exit and waits as a zombie for
+ * the other threads (from /proc/self/stat), 0 when it runs, -1 if unknown. */
+TS_HIDDEN int _ts_os_main_exited(void);
 
 /* Test-only failure hook: make the OS say no.
  * After `skip` more successful calls of the operations in `ops` (a mask of

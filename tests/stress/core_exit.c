@@ -5,7 +5,11 @@
  * exited with status 0 after running its atexit handler.
  *   last_has_heap: the last thread allocated (its exit wakes the helper);
  *   last_heapless: the last thread never allocated (the helper finds out by
- *                  looking again after growing pauses).
+ *                  looking again after growing pauses);
+ *   late key:      the last thread allocates in a key destructor after its
+ *                  heap was handed over (the orphan heap is no thread's).
+ * The helper must end once main is gone, so exit handlers run on a program
+ * thread, with its signal mask.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +22,9 @@
 
 static int report_fd = -1;
 static void say_exited(void) {
+    sigset_t blocked; /* on a thread of the program's, not one that blocks everything */
+    CHECK(pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0);
+    CHECK(!sigismember(&blocked, SIGTERM));
     CHECK(write(report_fd, "exit handlers ran", 17) == 17);
 }
 
@@ -41,6 +48,22 @@ static void *worker_with_heap(void *arg) {
     CHECK(pthread_join(main_thread, NULL) == 0); /* main is gone */
     allocate_and_free();
     CHECK_EQ(ts_thread_count(), 3); /* this one, the helper, and main as a zombie */
+    return NULL;
+}
+
+/* A key made after tsalloc's whose destructor allocates: that allocation
+ * comes after the thread's heap was handed over, from the orphan heap, which
+ * belongs to no thread. */
+static pthread_key_t late_key;
+static void late_destructor(void *value) {
+    free(value);
+    free(malloc(200));
+}
+
+static void *worker_with_late_key(void *arg) {
+    (void)arg;
+    CHECK(pthread_join(main_thread, NULL) == 0);
+    CHECK(pthread_setspecific(late_key, malloc(100)) == 0);
     return NULL;
 }
 
@@ -93,6 +116,8 @@ int main(void) {
     free(malloc(1));
     run_case(worker_with_heap, 0);
     run_case(worker_without_heap, 1);
+    CHECK(pthread_key_create(&late_key, late_destructor) == 0);
+    run_case(worker_with_late_key, 1);
     printf("ok\n");
     return 0;
 }

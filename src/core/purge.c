@@ -91,15 +91,19 @@ void _ts_purge_thread_ended(void) {
 }
 
 /* Sleep until `until` (monotonic ns), or until new work arrives whose
- * deadline (now + delay) comes first. */
-static void sleep_until(uint64_t until, int mode) {
+ * deadline (now + delay) comes first (true), or a thread with a heap ended. */
+static bool sleep_until(uint64_t until, int mode) {
+    bool work = false;
     pthread_mutex_lock(&pt_mutex);
     atomic_store(&pt_sleeping, mode);
     for (;;) {
         uint64_t now = _ts_os_now_ns();
         if (now >= until || atomic_load(&pt_look_at_main)) break;
-        if (atomic_load(&pt_pending) && (mode == SLEEP_IDLE || now + _ts_purge_delay_ns() < until))
+        if (atomic_load(&pt_pending) &&
+            (mode == SLEEP_IDLE || now + _ts_purge_delay_ns() < until)) {
+            work = true;
             break;
+        }
         if (until == UINT64_MAX) {
             pthread_cond_wait(&pt_cond, &pt_mutex);
             continue;
@@ -109,6 +113,7 @@ static void sleep_until(uint64_t until, int mode) {
     }
     atomic_store(&pt_sleeping, SLEEP_NONE);
     pthread_mutex_unlock(&pt_mutex);
+    return work;
 }
 
 /* The helper must not keep the process alive. Once main has called
@@ -128,12 +133,19 @@ static void *purge_main(void *arg) {
     (void)arg;
     int expect = PT_STARTING;
     atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING);
-    uint64_t main_poll = MAIN_POLL_MIN_NS;
+    uint64_t main_poll = MAIN_POLL_MIN_NS, next = 0;
+    bool work = true;
     for (;;) {
-        atomic_store(&pt_pending, 0);
-        bool look = atomic_exchange(&pt_look_at_main, 0);
-        uint64_t next = _ts_purge_run(_ts_os_now_ns(), false);
         uint64_t now = _ts_os_now_ns();
+        /* A pass when one is due or new work came, not when woken only to
+         * look at main: a pass at every thread exit would take the abandoned
+         * segments away from the next thread, which would map new ones. */
+        if (work || now >= next) {
+            atomic_store(&pt_pending, 0);
+            next = _ts_purge_run(now, false);
+            now = _ts_os_now_ns();
+        }
+        bool look = atomic_exchange(&pt_look_at_main, 0);
         bool heapless = _ts_heaps_running() == 0;
         if ((look || heapless) && _ts_os_main_exited() == 1) {
             atomic_store(&pt_state, PT_FAILED); /* never again: slow paths purge */
@@ -142,15 +154,13 @@ static void *purge_main(void *arg) {
             return NULL;
         }
         if (!heapless) main_poll = MAIN_POLL_MIN_NS;
-        if (next != UINT64_MAX) {
-            uint64_t until = next > now + MIN_SLEEP_NS ? next : now + MIN_SLEEP_NS;
-            if (heapless && until > now + main_poll) until = now + main_poll;
-            sleep_until(until, SLEEP_TIMED);
-        } else if (heapless) {
-            sleep_until(now + main_poll, SLEEP_IDLE);
-        } else { /* nothing to do: wait for the next free (an exit would free in glibc's locks) */
-            sleep_until(UINT64_MAX, SLEEP_IDLE);
-        }
+        uint64_t until = next == UINT64_MAX          ? UINT64_MAX
+                         : next > now + MIN_SLEEP_NS ? next
+                                                     : now + MIN_SLEEP_NS;
+        if (heapless && until > now + main_poll) until = now + main_poll;
+        /* With nothing to do it waits for the next free (an exit would free
+         * in glibc's locks). */
+        work = sleep_until(until, next == UINT64_MAX ? SLEEP_IDLE : SLEEP_TIMED);
         if (heapless && main_poll < MAIN_POLL_MAX_NS) main_poll *= 2;
     }
     return NULL;

@@ -107,7 +107,6 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         ts_heap_t *h = _ts_thread_init();
         if (h) heap = h;
     }
-    if (ts_unlikely(ts_block_marked(page, block))) _ts_double_free("free", block);
     ts_block_mark(page, block);
     if (heap->state != TS_HEAP_ACTIVE) { /* past its heap's destructor, or out of memory */
         atomic_fetch_add_explicit(&_ts_stats.remote_frees, 1, memory_order_relaxed);
@@ -160,13 +159,14 @@ static TS_NORETURN void bad_free(ts_page_t *page, uintptr_t u) {
 }
 
 /* A valid block boundary of a page the calling heap does not own (or owns,
- * in its full list), that did not fit an open batch (fastpath.h tries that). */
+ * in its full list), that did not fit an open batch (fastpath.h tries that),
+ * and whose free mark the caller has checked. */
 void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     uintptr_t u = (uintptr_t)block;
     if (ts_page_owner(page) == ((uintptr_t)heap | TS_OWNER_FULL)) {
         if (page->cached) _ts_double_free("free", block); /* every block of it is free */
         _ts_page_unfull(heap, page);
-        _ts_page_free_local(heap, page, block);
+        _ts_page_push_local(heap, page, block);
     } else {
         if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, u);
         free_remote(heap, page, block);
@@ -192,7 +192,7 @@ void _ts_free_slow(void *p) {
     if (ts_block_marked(page, p)) _ts_double_free("free", p);
     ts_heap_t *heap = _ts_tls_heap;
     if ((ts_page_owner(page) & ~TS_OWNER_HEAD) == (uintptr_t)heap)
-        _ts_page_free_local(heap, page, (ts_block_t *)p);
+        _ts_page_push_local(heap, page, (ts_block_t *)p);
     else
         _ts_free_other(heap, page, (ts_block_t *)p);
 }

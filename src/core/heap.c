@@ -89,8 +89,9 @@ ts_heap_t *_ts_heap_new(bool for_this_thread) {
     for (unsigned i = 0; i < TS_CLASS_COUNT; i++) heap->head[i] = &_ts_page_empty;
     heap->state = TS_HEAP_ACTIVE;
     heap->maint_at = _ts_os_now_ns() + _ts_purge_delay_ns();
-    if (!for_this_thread) atomic_fetch_add(&heaps_foreign, 1);
-    if (for_this_thread) {
+    if (!for_this_thread) {
+        atomic_fetch_add(&heaps_foreign, 1); /* the orphan heap: no thread's */
+    } else {
         pthread_mutexattr_t attr;
         pthread_mutexattr_init(&attr);
         pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);

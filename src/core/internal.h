@@ -34,8 +34,8 @@
  *
  * Lock order (outermost first): orphan_lock, heap pool lock, abandoned lock,
  * segment cache lock, registry lock, segment spinlocks, segment reserve lock,
- * large-table stripes, large cache lock, purge mutex. No lock is held across pthread_create or any
- * call that may allocate.
+ * large-table stripes, large cache lock, purge mutex. No lock is held across
+ * pthread_create or any call that may allocate.
  */
 #ifndef TS_CORE_INTERNAL_H
 #define TS_CORE_INTERNAL_H
@@ -416,7 +416,6 @@ TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
 
 /* page.c */
 TS_HIDDEN void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls);
-TS_HIDDEN void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);

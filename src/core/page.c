@@ -309,7 +309,6 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
     _ts_queue_push_back(heap, page);
 }
 
-/* used == 0: hand the page back to its segment. */
 /* A page no heap list holds any more goes back to its segment, once a remote
  * freer's notification hand-over (if any) is finished. */
 static void page_release(ts_heap_t *heap, ts_page_t *page) {
@@ -321,6 +320,7 @@ static void page_release(ts_heap_t *heap, ts_page_t *page) {
     _ts_segment_page_free(heap, page);
 }
 
+/* used == 0: hand the page back to its segment. */
 void _ts_page_retire(ts_heap_t *heap, ts_page_t *page) {
     if (page->in_full) {
         list_unlink(&heap->full, page);
@@ -352,18 +352,13 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
     atomic_store_explicit(&page->owner, 0, memory_order_release);
 }
 
-/* A free block (marked) goes back on its page's list. */
+/* A block being freed goes back on its page's list, marked (every caller has
+ * checked that it was not free already). */
 void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     block->next = page->free;
     ts_block_mark(page, block);
     page->free = block;
     if (!page->is_head && --page->used == 0) _ts_page_retire(heap, page);
-}
-
-/* The owner frees one of its blocks outside the fast path. */
-void _ts_page_free_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
-    if (ts_block_marked(page, block)) _ts_double_free("free", block);
-    _ts_page_push_local(heap, page, block);
 }
 
 /* ---- allocation slow path ------------------------------------------------------- */

@@ -199,15 +199,17 @@ uint64_t _ts_os_random(void) {
     return r ^ r >> 29;
 }
 
-/* 0: untried, 1: the kernel names mappings, -1: it cannot (no more calls). */
-static _Atomic int naming;
+/* The kernel cannot name mappings (EINVAL: no CONFIG_ANON_VMA_NAME): no more
+ * calls. Any other failure is that call's own. */
+static _Atomic bool naming_unsupported;
 
 void _ts_os_name(void *addr, size_t size, const char *name) {
-    if (atomic_load_explicit(&naming, memory_order_relaxed) < 0) return;
+    if (atomic_load_explicit(&naming_unsupported, memory_order_relaxed)) return;
     int saved = errno;
-    int rc =
-        prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, size, (unsigned long)name);
-    atomic_store_explicit(&naming, rc == 0 ? 1 : -1, memory_order_relaxed);
+    if (prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, size, (unsigned long)name) !=
+            0 &&
+        errno == EINVAL)
+        atomic_store_explicit(&naming_unsupported, true, memory_order_relaxed);
     errno = saved;
 }
 
@@ -346,37 +348,33 @@ uint64_t _ts_os_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-size_t _ts_os_rss_bytes(void) {
+/* A small /proc/self file into buf, NUL-terminated; its length, or -1.
+ * errno is left as it was. */
+static ssize_t read_proc_self(const char *path, char *buf, size_t size) {
     int saved = errno;
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        errno = saved;
-        return 0;
+    ssize_t n = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, buf, size - 1);
+        close(fd);
     }
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
     errno = saved;
-    if (n <= 0) return 0;
+    if (n < 0) return -1;
     buf[n] = 0;
+    return n;
+}
+
+size_t _ts_os_rss_bytes(void) {
+    char buf[128];
+    if (read_proc_self("/proc/self/statm", buf, sizeof buf) <= 0) return 0;
     char *p = buf;
     while (*p && *p != ' ') p++; /* skip total size */
     return (size_t)strtoul(p, NULL, 10) * _ts_os_page_size();
 }
 
 int _ts_os_main_exited(void) {
-    int saved = errno;
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        errno = saved;
-        return -1;
-    }
     char buf[1024];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    errno = saved;
-    if (n <= 0) return -1;
-    buf[n] = 0;
+    if (read_proc_self("/proc/self/stat", buf, sizeof buf) <= 0) return -1;
     /* The state (field 3, after the command name, which ends at the last
      * ')') is the main thread's: Z once it has called pthread_exit while
      * other threads run. */

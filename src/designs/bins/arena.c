@@ -47,16 +47,7 @@ static void init_once(void) {
     if (ts_likely(atomic_load_explicit(&initialised, memory_order_acquire))) return;
     pthread_mutex_lock(&arenas_lock);
     if (!atomic_load_explicit(&initialised, BINS_RELAXED)) {
-        /* A per-process secret for the free-block mark: stack and library
-         * addresses (ASLR) and the clock, mixed. */
-        uint64_t x =
-            (uint64_t)(uintptr_t)&x ^ ((uint64_t)(uintptr_t)&arenas << 21) ^ _ts_os_now_ns();
-        x ^= x >> 33;
-        x *= 0xff51afd7ed558ccdull;
-        x ^= x >> 33;
-        x *= 0xc4ceb9fe1a85ec53ull;
-        x ^= x >> 33;
-        _ts_bins_cookie = (uintptr_t)(x | 1);
+        _ts_bins_cookie = (uintptr_t)(_ts_os_random() | 1); /* the free-block mark's secret */
         long long limit = _ts_env_long("TSALLOC_BINS_CACHE", (long long)DEFAULT_CACHE_LIMIT);
         _ts_bins_cache_limit = limit > 0 ? (size_t)limit : 0;
         long long keep = _ts_env_long("TSALLOC_BINS_KEEP_CHUNKS", DEFAULT_KEEP_CHUNKS);

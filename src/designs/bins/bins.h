@@ -157,7 +157,6 @@ typedef struct ts_bins_stats {
     _Atomic size_t chunk_bytes;
     _Atomic size_t mapped_bytes;
     _Atomic size_t mapped_count;
-    _Atomic size_t mapped_live; /* usable bytes of live mapped blocks */
     _Atomic size_t peak;
 } ts_bins_stats_t;
 TS_HIDDEN extern ts_bins_stats_t _ts_bins_stats;

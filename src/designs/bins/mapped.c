@@ -53,7 +53,6 @@ static void *map_block(ts_bins_arena_t *a, size_t usable, size_t align, unsigned
     _ts_bins_registry_add((uintptr_t)m);
     atomic_fetch_add_explicit(&_ts_bins_stats.mapped_bytes, map_size, BINS_RELAXED);
     atomic_fetch_add_explicit(&_ts_bins_stats.mapped_count, 1, BINS_RELAXED);
-    atomic_fetch_add_explicit(&_ts_bins_stats.mapped_live, usable, BINS_RELAXED);
     _ts_bins_note_mapped_total();
     if (fresh) *fresh = true;
     return m->user;
@@ -81,7 +80,6 @@ void *_ts_bins_mapped_alloc(ts_bins_arena_t *a, size_t size, size_t align, bool 
             ts_bins_counter_add(&a->cached_bytes, (size_t)0 - m->map_size);
             m->next = NULL;
             m->live = 1;
-            atomic_fetch_add_explicit(&_ts_bins_stats.mapped_live, m->usable, BINS_RELAXED);
             if (fresh) *fresh = false;
             return m->user;
         }
@@ -106,7 +104,6 @@ ts_bins_mapped_t *_ts_bins_mapped_check(uintptr_t header, const void *p, const c
 
 void _ts_bins_mapped_free(ts_bins_mapped_t *m, ts_bins_arena_t *self) {
     m->live = 0;
-    atomic_fetch_sub_explicit(&_ts_bins_stats.mapped_live, m->usable, BINS_RELAXED);
     if (m->bin && self && atomic_load_explicit(&m->region.arena, BINS_RELAXED) == self) {
         size_t cached = atomic_load_explicit(&self->cached_bytes, BINS_RELAXED);
         if (cached + m->map_size <= _ts_bins_cache_limit) {
@@ -196,7 +193,6 @@ void *_ts_bins_mapped_resize(ts_bins_mapped_t *m, size_t size) {
                                       BINS_RELAXED);
         }
     }
-    atomic_fetch_add_explicit(&_ts_bins_stats.mapped_live, usable - m->usable, BINS_RELAXED);
     m->usable = usable;
     m->bin = (uint8_t)bin;
     return m->user;

@@ -21,10 +21,8 @@
 #include <link.h>
 #include <new>
 
-#include "designs/design.h"
-
 extern "C" {
-_TS_D_DECLARE(TS_DESIGN)
+#include "designs/family.h"
 }
 
 typedef void (*ts_new_handler_fn)();
@@ -173,10 +171,6 @@ void *runtime_nothrow_form(new_form form) {
     return fn;
 }
 
-void *allocate(size_t size, size_t align) {
-    return align > TS_MIN_ALIGN ? _TS_D(memalign)(align, size) : _TS_D(malloc)(size);
-}
-
 /* The standard's loop: retry while a new-handler exists; when none, throw
  * (or, for the nothrow forms, return NULL). A nothrow form with a handler
  * hands the whole loop to the runtime's nothrow operator, which catches what
@@ -184,7 +178,7 @@ void *allocate(size_t size, size_t align) {
 __attribute__((noinline, cold)) void *new_slow(size_t size, size_t align, new_form form,
                                                bool nothrow) {
     for (;;) {
-        void *p = allocate(size, align);
+        void *p = ts_family_memalign(align, size);
         if (p) return p;
         ts_new_handler_fn handler = current_new_handler();
         if (!handler) {
@@ -223,7 +217,7 @@ inline void *new_impl(size_t size, new_form form) {
 inline void *new_aligned(size_t size, std::align_val_t align, new_form form, bool nothrow) {
     size_t a = static_cast<size_t>(align);
     if (__builtin_expect(!ts_is_pow2(a), 0)) return bad_alignment(size, a, nothrow);
-    void *p = allocate(size, a);
+    void *p = ts_family_memalign(a, size);
     return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, a, form, nothrow);
 }
 

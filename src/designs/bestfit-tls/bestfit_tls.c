@@ -121,7 +121,9 @@ static TS_NOINLINE void thread_start(void) {
 
 /* The owner stamped on blocks taken for heap h's user: this thread, or 0 on
  * the orphan heap (a thread past its exit hook). */
-static inline unsigned owner_of(const ts_fit_heap_t *h);
+static inline unsigned owner_of(const ts_fit_heap_t *h) {
+    return h == &orphans ? 0 : self.id;
+}
 
 static ts_fit_block_t *grow_and_take(ts_fit_heap_t *h, size_t need, bool *clean) {
     for (int i = 0; i < FIT_GROW_TRIES; i++) {
@@ -173,10 +175,6 @@ static inline ts_fit_heap_t *enter(void) {
 
 static inline void leave(ts_fit_heap_t *h) {
     if (h == &orphans) pthread_mutex_unlock(&orphan_lock);
-}
-
-static inline unsigned owner_of(const ts_fit_heap_t *h) {
-    return h == &orphans ? 0 : self.id;
 }
 
 /* Enter the heap that in-use block b goes back to: ours when we own it
@@ -302,8 +300,8 @@ size_t _ts_bestfit_tls_usable_size(const void *ptr) {
 }
 
 static bool trim_heap(ts_fit_heap_t *h, size_t pad) {
-    ts_fit_free_t *top = fit_highest_below(h, FIT_LOAD(segs.last_end));
-    if (!top || fit_end(top) != FIT_LOAD(segs.last_end)) return false;
+    ts_fit_free_t *top = fit_break_top(h, &segs);
+    if (!top) return false;
     pthread_mutex_lock(&grow_lock);
     bool released = fit_give_back(h, &segs, top, pad);
     pthread_mutex_unlock(&grow_lock);

@@ -185,7 +185,7 @@ size_t _ts_bestfit_usable_size(const void *ptr) {
 
 int _ts_bestfit_trim(size_t pad) {
     lock();
-    ts_fit_free_t *top = fit_highest_below(&heap, FIT_LOAD(segs.last_end));
+    ts_fit_free_t *top = fit_break_top(&heap, &segs);
     bool released = false;
     if (top) {
         pthread_mutex_lock(&grow_lock);
@@ -198,16 +198,16 @@ int _ts_bestfit_trim(size_t pad) {
 
 void _ts_bestfit_info(ts_heap_info_t *info) {
     lock();
-    ts_fit_free_t *top = fit_highest_below(&heap, FIT_LOAD(segs.last_end));
-    info->arena = FIT_LOAD(segs.obtained);
+    ts_fit_free_t *top = fit_break_top(&heap, &segs);
     info->mmapped = 0;
     info->mmapped_count = 0;
     info->free = FIT_LOAD(heap.free_bytes);
-    size_t used = FIT_LOAD(segs.wasted) + info->free; /* read apart from growth: may pass arena */
-    info->in_use = info->arena > used ? info->arena - used : 0;
-    info->releasable =
-        top && fit_end(top) == FIT_LOAD(segs.last_end) ? top->size - FIT_MIN_BLOCK : 0;
+    info->releasable = top ? top->size - FIT_MIN_BLOCK : 0;
+    pthread_mutex_lock(&grow_lock); /* obtained and wasted of one moment */
+    info->arena = FIT_LOAD(segs.obtained);
+    info->in_use = info->arena - FIT_LOAD(segs.wasted) - info->free;
     info->peak = FIT_LOAD(segs.peak);
+    pthread_mutex_unlock(&grow_lock);
     unlock();
 }
 

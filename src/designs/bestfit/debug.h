@@ -28,7 +28,8 @@ TS_HIDDEN void _ts_bestfit_debug_walk(ts_bestfit_walk_fn fn, void *arg);
 TS_HIDDEN const char *_ts_bestfit_debug_check(void);
 TS_HIDDEN size_t _ts_bestfit_debug_block_size(size_t request); /* 0: impossible */
 TS_HIDDEN void _ts_bestfit_debug_tunables(ts_bestfit_tunables_t *out);
-/* Bytes of chunk slack at unaligned breaks, counted in the data segment. */
+/* Bytes of the data segment in no block: slack at unaligned breaks, and the
+ * guards and not yet handed out part of mapped chunks. */
 TS_HIDDEN size_t _ts_bestfit_debug_wasted(void);
 /* Bytes of chunks mapped because the break could not grow (in the data segment). */
 TS_HIDDEN size_t _ts_bestfit_debug_mapped(void);

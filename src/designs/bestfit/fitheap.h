@@ -120,7 +120,7 @@ typedef struct ts_fit_heap {
 } ts_fit_heap_t;
 
 /* ---- the segment table ----------------------------------------------------
- * Append-only, read without a lock: a reader loads the table pointer and the
+ * Sorted, read without a lock: a reader loads the table pointer and the
  * count with acquire; a writer (holding the design's grow lock) publishes an
  * entry before bumping the count, and on growth copies into a larger mapping
  * and publishes its pointer. Old tables are never unmapped, so a reader never
@@ -142,11 +142,12 @@ typedef struct ts_fit_segtab {
 
 typedef struct ts_fit_segs {
     _Atomic(ts_fit_segtab_t *) tab;
-    _Atomic uintptr_t last_end; /* end of this design's latest chunk: where the break is if ours */
+    _Atomic uintptr_t last_end; /* end of this design's latest break chunk: the break, if ours */
     _Atomic size_t obtained;    /* the data segment: bytes obtained minus bytes given back */
     _Atomic size_t peak;
-    _Atomic size_t wasted;       /* alignment slack at unaligned breaks, guards of mapped chunks */
-    _Atomic size_t mapped;       /* bytes of mapped chunks (in `obtained`; never given back) */
+    _Atomic size_t wasted; /* in `obtained`, no block's: slack at unaligned breaks, and of mapped
+                            * chunks their guards and the part not handed out (yet) */
+    _Atomic size_t mapped; /* bytes of mapped chunks (in `obtained`; never given back) */
     uintptr_t map_next, map_end; /* the latest mapped chunk's part not handed out (grow lock) */
 } ts_fit_segs_t;
 
@@ -331,14 +332,6 @@ static inline ts_fit_free_t *fit_find(const ts_fit_heap_t *h, uintptr_t a) {
     return n;
 }
 
-/* The highest free block of the heap (reserve or indexed), or NULL. */
-static inline ts_fit_free_t *fit_highest(const ts_fit_heap_t *h) {
-    ts_fit_free_t *n = h->root[FIT_BY_ADDR];
-    while (n && n->link[FIT_BY_ADDR][1]) n = n->link[FIT_BY_ADDR][1];
-    if (h->reserve && (!n || (uintptr_t)h->reserve > (uintptr_t)n)) n = h->reserve;
-    return n;
-}
-
 /* The highest free block (reserve or indexed) starting below a, or NULL: the
  * one that may end at the break when mapped chunks lie above it. */
 static inline ts_fit_free_t *fit_highest_below(const ts_fit_heap_t *h, uintptr_t a) {
@@ -351,6 +344,14 @@ static inline ts_fit_free_t *fit_highest_below(const ts_fit_heap_t *h, uintptr_t
     ts_fit_free_t *r = h->reserve;
     if (r && (uintptr_t)r < a && (!best || (uintptr_t)r > (uintptr_t)best)) best = r;
     return best;
+}
+
+/* The free block that ends at the break while the break is this design's
+ * (what trim could give back), or NULL. */
+static inline ts_fit_free_t *fit_break_top(const ts_fit_heap_t *h, ts_fit_segs_t *s) {
+    uintptr_t at_break = FIT_LOAD(s->last_end);
+    ts_fit_free_t *top = fit_highest_below(h, at_break);
+    return top && fit_end(top) == at_break ? top : NULL;
 }
 
 /* ---- take and put --------------------------------------------------------- */
@@ -629,12 +630,9 @@ static inline void fit_segs_count(ts_fit_segs_t *s, size_t bytes, size_t waste) 
  * contiguous, as break chunks are. A chunk counts in `obtained` from when it
  * is mapped, its part not handed out yet in `wasted`. Never given back: the
  * break's give-back cannot reach it. Returns the start and sets *incp; NULL
- * with ENOMEM. Grow lock held. */
+ * with ENOMEM. Grow lock held; *incp is at most PTRDIFF_MAX / 2 (the caller's
+ * check). */
 static inline void *fit_segs_map(ts_fit_segs_t *s, size_t *incp) {
-    if (*incp > (size_t)PTRDIFF_MAX / 2) {
-        errno = ENOMEM;
-        return NULL;
-    }
     size_t want = ts_align_up(*incp, 16);
     if (s->map_end - s->map_next < want) {
         size_t bytes = want + 2 * FIT_MAP_GUARD, floor = FIT_LOAD(s->mapped) / FIT_MAP_GROWTH_DIV;
@@ -875,7 +873,7 @@ static inline const char *fit_check(const ts_fit_heap_t *h, ts_fit_segs_t *s) {
     size_t indexed = fit_check_size_tree(h, h->root[FIT_BY_SIZE], &prev);
     if (indexed == SIZE_MAX) return "size tree out of order or not matching the address tree";
     if (indexed + (h->reserve ? 1 : 0) != st.count) return "size and address trees differ";
-    ts_fit_free_t *top = fit_highest(h);
+    ts_fit_free_t *top = fit_highest_below(h, UINTPTR_MAX);
     if (top && top != h->reserve && fit_end(top) == h->top_end) return "top block not the reserve";
     return NULL;
 }

@@ -155,18 +155,20 @@ static TSB_UNUSED void tsb_pages_free(void *p, size_t bytes) {
 
 /* ---- worker threads ---- */
 
-/* Runs n threads, thread t on fn((char *)args + t * stride), and returns
- * once all have ended. With `start` (a barrier for n + 1 threads), the main
- * thread waits there too, so the workers leave it together. */
+/* Runs n (at most TSB_MAX_THREADS) threads, thread t on
+ * fn((char *)args + t * stride), and returns once all have ended. With
+ * `start` (a barrier for n + 1 threads), the main thread waits there too, so
+ * the workers leave it together. Nothing is mapped here: callers time it. */
+#define TSB_MAX_THREADS 4096
 static TSB_UNUSED void tsb_run_threads(long n, void *(*fn)(void *), void *args, size_t stride,
                                        pthread_barrier_t *start) {
-    pthread_t *tid = tsb_pages(sizeof(pthread_t) * (size_t)n);
+    static pthread_t tid[TSB_MAX_THREADS];
+    if (n > TSB_MAX_THREADS) tsb_fail("at most %d threads", TSB_MAX_THREADS);
     for (long t = 0; t < n; t++)
         if (pthread_create(&tid[t], NULL, fn, (char *)args + (size_t)t * stride))
             tsb_fail("pthread_create failed");
     if (start) pthread_barrier_wait(start);
     for (long t = 0; t < n; t++) pthread_join(tid[t], NULL);
-    tsb_pages_free(tid, sizeof(pthread_t) * (size_t)n);
 }
 
 /* A worker's own timing of its loop (the main thread may be scheduled only

@@ -8,6 +8,7 @@ ts_preload_test(override_api override_api)
 
 add_executable(cxx_new_delete ${CMAKE_CURRENT_LIST_DIR}/cxx_new_delete.cpp)
 target_compile_options(cxx_new_delete PRIVATE -fno-builtin)
+target_include_directories(cxx_new_delete PRIVATE ${TS_TEST_SUPPORT})
 target_link_libraries(cxx_new_delete PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME "cxx_new_delete[glibc]" COMMAND cxx_new_delete)
 ts_preload_test(cxx_new_delete cxx_new_delete)
@@ -29,6 +30,7 @@ endif()
 # RTLD_LOCAL (reachable only through the plugin) or RTLD_GLOBAL. The plugin
 # runs the out-of-memory cases of cxx_oom_cases.h.
 add_library(cxx_plugin MODULE ${CMAKE_CURRENT_LIST_DIR}/cxx_plugin.cpp)
+target_include_directories(cxx_plugin PRIVATE ${TS_TEST_SUPPORT})
 target_link_libraries(cxx_plugin PRIVATE ${CMAKE_DL_LIBS})
 # Not in build/lib, where every .so is taken for an allocator.
 set_target_properties(cxx_plugin PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY
@@ -71,11 +73,13 @@ if(_ts_libcxx)
     COMMAND ${TS_CLANGXX} ${_libcxx_flags} -o ${_libcxx_exe}
             ${CMAKE_CURRENT_LIST_DIR}/cxx_new_delete.cpp -pthread -ldl
     DEPENDS ${CMAKE_CURRENT_LIST_DIR}/cxx_new_delete.cpp ${CMAKE_CURRENT_LIST_DIR}/cxx_oom_cases.h
+            ${TS_TEST_SUPPORT}/check.h
     COMMENT "cxx_new_delete with libc++")
   add_custom_command(OUTPUT ${_libcxx_plugin}
     COMMAND ${TS_CLANGXX} ${_libcxx_flags} -fPIC -shared -o ${_libcxx_plugin}
             ${CMAKE_CURRENT_LIST_DIR}/cxx_plugin.cpp -ldl
     DEPENDS ${CMAKE_CURRENT_LIST_DIR}/cxx_plugin.cpp ${CMAKE_CURRENT_LIST_DIR}/cxx_oom_cases.h
+            ${TS_TEST_SUPPORT}/check.h
     COMMENT "cxx_plugin with libc++")
   add_custom_target(cxx_libcxx ALL DEPENDS ${_libcxx_exe} ${_libcxx_plugin})
   ts_preload_test(cxx_new_delete_libcxx ${_libcxx_exe})

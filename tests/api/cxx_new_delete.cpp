@@ -16,8 +16,6 @@
 
 #include "cxx_oom_cases.h"
 
-#define CHECK(c) OOM_CHECK(c)
-
 static bool aligned(void *p, size_t a) {
     return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;
 }

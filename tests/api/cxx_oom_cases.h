@@ -19,13 +19,7 @@
 #include <initializer_list>
 #include <new>
 
-#define OOM_CHECK(c)                                                                               \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);             \
-            std::abort();                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 namespace oom_cases {
 
@@ -118,30 +112,30 @@ void run() {
     for (Form f : kForms) {
         // The handler runs once, removes itself, and new throws.
         install(count_then_uninstall);
-        OOM_CHECK(throws_bad_alloc(f, kHuge));
-        OOM_CHECK(calls == 1);
+        CHECK(throws_bad_alloc(f, kHuge));
+        CHECK(calls == 1);
         // A handler that returns is called again until it gives up.
         install(count_then_uninstall, 2);
-        OOM_CHECK(throws_bad_alloc(f, kHuge));
-        OOM_CHECK(calls == 3);
+        CHECK(throws_bad_alloc(f, kHuge));
+        CHECK(calls == 3);
         // nothrow: a throwing handler gives nullptr, not std::terminate.
         install(count_then_throw);
-        OOM_CHECK(nothrow_new(f, kHuge) == nullptr);
-        OOM_CHECK(calls == 1);
+        CHECK(nothrow_new(f, kHuge) == nullptr);
+        CHECK(calls == 1);
         install(count_then_uninstall, 1);
-        OOM_CHECK(nothrow_new(f, kHuge) == nullptr);
-        OOM_CHECK(calls == 2);
+        CHECK(nothrow_new(f, kHuge) == nullptr);
+        CHECK(calls == 2);
         install(nullptr);
-        OOM_CHECK(nothrow_new(f, kHuge) == nullptr);
+        CHECK(nothrow_new(f, kHuge) == nullptr);
     }
 
     // Alignment not a power of two: bad_alloc, handler untouched.
     for (size_t a : {size_t(24), size_t(48), size_t(3) << 20}) {
         for (Form f : {ALIGNED, ARRAY_ALIGNED}) {
             install(count_then_uninstall);
-            OOM_CHECK(throws_bad_alloc(f, 100, std::align_val_t(a)));
-            OOM_CHECK(nothrow_new(f, 100, std::align_val_t(a)) == nullptr);
-            OOM_CHECK(calls == 0);
+            CHECK(throws_bad_alloc(f, 100, std::align_val_t(a)));
+            CHECK(nothrow_new(f, 100, std::align_val_t(a)) == nullptr);
+            CHECK(calls == 0);
         }
     }
     install(nullptr);
@@ -151,7 +145,7 @@ void run() {
     // delete below would abort otherwise). Needs tsalloc's OS failure hook.
     os_test_fail =
         reinterpret_cast<void (*)(unsigned, long, long)>(dlsym(RTLD_DEFAULT, "ts_os_test_fail"));
-    if (std::getenv("TSALLOC_EXPECT_DESIGN")) OOM_CHECK(os_test_fail != nullptr);
+    if (std::getenv("TSALLOC_EXPECT_DESIGN")) CHECK(os_test_fail != nullptr);
     if (!os_test_fail) return;
     size_t big = 0;
     for (Form f : kForms) {
@@ -161,10 +155,10 @@ void run() {
             os_test_fail(kFailAllOs, 0, -1);
             char *p = static_cast<char *>(nothrow ? nothrow_new(f, big) : throwing_new(f, big));
             os_test_fail(0, 0, 0);
-            OOM_CHECK(calls == 1); // the first attempt failed
-            OOM_CHECK(p != nullptr);
+            CHECK(calls == 1); // the first attempt failed
+            CHECK(p != nullptr);
             if (f == ALIGNED || f == ARRAY_ALIGNED)
-                OOM_CHECK(reinterpret_cast<uintptr_t>(p) % static_cast<size_t>(kAlign) == 0);
+                CHECK(reinterpret_cast<uintptr_t>(p) % static_cast<size_t>(kAlign) == 0);
             p[0] = 1;
             p[big - 1] = 2;
             release(f, p);

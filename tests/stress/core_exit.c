@@ -3,11 +3,13 @@
  * helper is a thread too, and must not keep such a process alive. Each case
  * runs in a child; the parent waits for it at most 20 s and checks that it
  * exited with status 0 after running its atexit handler.
- *   last_has_heap: the last thread allocated (its exit wakes the helper);
- *   last_heapless: the last thread never allocated (the helper finds out by
- *                  looking again after growing pauses);
- *   late key:      the last thread allocates in a key destructor after its
- *                  heap was handed over (the orphan heap is no thread's).
+ *   worker_with_heap:     the last thread allocated (its exit wakes the
+ *                         helper);
+ *   worker_without_heap:  the last thread never allocated (the helper finds
+ *                         out by looking again after growing pauses);
+ *   worker_with_late_key: the last thread allocates in a key destructor
+ *                         after its heap was handed over (the orphan heap is
+ *                         no thread's).
  * The helper must end once main is gone, so exit handlers run on a program
  * thread, with its signal mask.
  */

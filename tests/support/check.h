@@ -71,6 +71,27 @@ static inline size_t ts_read_file(const char *path, char *buf, size_t size) {
     return len;
 }
 
+/* The mapping of this process that holds addr (from /proc/self/maps, read
+ * without allocating): 1 with [*lo, *hi) set, 0 when none does. */
+static inline int ts_find_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {
+    static char maps[1 << 20];
+    ts_read_file("/proc/self/maps", maps, sizeof maps);
+    for (char *line = maps; *line;) {
+        char *dash;
+        uintptr_t start = (uintptr_t)strtoull(line, &dash, 16);
+        uintptr_t stop = (uintptr_t)strtoull(dash + 1, NULL, 16);
+        if (start <= addr && addr < stop) {
+            *lo = start;
+            *hi = stop;
+            return 1;
+        }
+        char *nl = strchr(line, '\n');
+        if (!nl) break;
+        line = nl + 1;
+    }
+    return 0;
+}
+
 /* Threads of this process (the Threads: line of /proc/self/status; a main
  * thread that called pthread_exit still counts there). */
 static inline int ts_thread_count(void) {

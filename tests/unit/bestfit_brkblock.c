@@ -14,6 +14,13 @@
 
 static char *blk[BLOCKS];
 
+/* The process's mapped size in pages (first field of /proc/self/statm). */
+static unsigned long vm_pages(void) {
+    char buf[256];
+    CHECK(ts_read_file("/proc/self/statm", buf, sizeof buf) > 0);
+    return strtoul(buf, NULL, 10);
+}
+
 int main(void) {
     ts_require_preloaded();
     free(malloc(10));
@@ -23,6 +30,7 @@ int main(void) {
     void *blocker =
         mmap((void *)at, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     CHECK_MSG(blocker == (void *)at, "could not map the blocker at %#lx", (unsigned long)at);
+    unsigned long vm_after[2];
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < BLOCKS; i++) {
             blk[i] = malloc(1000);
@@ -31,11 +39,15 @@ int main(void) {
             ts_fill(blk[i], 1000, (uint64_t)i);
         }
         CHECK((uintptr_t)sbrk(0) <= at); /* the blocker stayed */
+        vm_after[round] = vm_pages();
         for (int i = 0; i < BLOCKS; i++) {
             CHECK(ts_verify(blk[i], 1000, (uint64_t)i));
             free(blk[i]);
         }
     }
+    /* Round 2 ran in the memory round 1 freed: no more than 1 MiB was mapped. */
+    CHECK_MSG(vm_after[1] <= vm_after[0] + (1u << 20) / page, "mapped %lu pages, then %lu",
+              vm_after[0], vm_after[1]);
     printf("bestfit_brkblock: ok (break %#lx, blocker %#lx)\n", (unsigned long)brk,
            (unsigned long)at);
     return 0;

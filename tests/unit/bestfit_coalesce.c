@@ -62,14 +62,9 @@ int main(int argc, char **argv) {
     /* Every order of freeing leaves no adjacent free blocks. */
     uint64_t rng = 12345;
     for (int round = 0; round < 50; round++) {
-        char *p[N];
+        void *p[N];
         size_t sz[N];
-        for (int i = 0; i < N; i++) {
-            sz[i] = ts_rand_range(&rng, 0, 600);
-            p[i] = api->malloc(sz[i]);
-            CHECK(p[i]);
-            ts_fill(p[i], sz[i], (uint64_t)(round * N + i));
-        }
+        bf_alloc_tagged(api, p, sz, N, &rng, 0, 600, (uint64_t)(round * N));
         int order[N];
         for (int i = 0; i < N; i++) order[i] = i;
         for (int i = N - 1; i > 0; i--) {

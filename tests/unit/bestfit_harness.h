@@ -134,7 +134,6 @@ static inline const bf_free_t *bf_reference_fit(const bf_snapshot_t *s, size_t n
     return best;
 }
 
-/* The block (header included) behind payload p. */
 /* realloc of a filled slot to n bytes: the kept prefix must survive, then
  * the slot is filled again for its new length. */
 static inline void bf_realloc_slot(const bf_api_t *api, void **slot, size_t *len, uint64_t tag,
@@ -147,6 +146,19 @@ static inline void bf_realloc_slot(const bf_api_t *api, void **slot, size_t *len
     ts_fill(p, n, tag);
 }
 
+/* count blocks of lo..hi bytes (sizes from rng) into p[] and n[], block i
+ * filled with tag0 + i. */
+static inline void bf_alloc_tagged(const bf_api_t *api, void **p, size_t *n, int count,
+                                   uint64_t *rng, size_t lo, size_t hi, uint64_t tag0) {
+    for (int i = 0; i < count; i++) {
+        n[i] = ts_rand_range(rng, lo, hi);
+        p[i] = api->malloc(n[i]);
+        CHECK_MSG(p[i] != NULL, "malloc(%zu) returned NULL", n[i]);
+        ts_fill(p[i], n[i], tag0 + (uint64_t)i);
+    }
+}
+
+/* The block (header included) behind payload p. */
 static inline uintptr_t bf_block(const void *p) {
     return (uintptr_t)p - 16;
 }

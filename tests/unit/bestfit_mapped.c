@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
 
     /* Pointer validation inside a mapped chunk. */
     victim = blk[COUNT - 2];
+    CHECK((uintptr_t)victim > (uintptr_t)sbrk(0)); /* in a mapped chunk, above the break */
     CHECK(ts_expect_abort(free_interior, NULL, "invalid pointer"));
     CHECK(ts_expect_abort(free_twice, NULL, "double free"));
 

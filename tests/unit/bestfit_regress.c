@@ -433,14 +433,9 @@ static void *blocked_kept[2][BLOCKED_BLOCKS / 2];
 static void *blocked_worker(void *arg) {
     uintptr_t id = (uintptr_t)arg;
     uint64_t rng = 31 + id;
-    char *p[BLOCKED_BLOCKS];
+    void *p[BLOCKED_BLOCKS];
     size_t n[BLOCKED_BLOCKS];
-    for (int i = 0; i < BLOCKED_BLOCKS; i++) {
-        n[i] = ts_rand_range(&rng, 1, 20000);
-        p[i] = blocked_api->malloc(n[i]);
-        CHECK_MSG(p[i] != NULL, "malloc(%zu) failed with the break blocked", n[i]);
-        ts_fill(p[i], n[i], id * 1000 + (uint64_t)i);
-    }
+    bf_alloc_tagged(blocked_api, p, n, BLOCKED_BLOCKS, &rng, 1, 20000, id * 1000);
     for (int i = 0; i < BLOCKED_BLOCKS; i++) {
         CHECK(ts_verify(p[i], n[i], id * 1000 + (uint64_t)i));
         if (i % 2)

@@ -25,12 +25,7 @@ static void *worker(void *arg) {
     uint64_t rng = 1000 + id;
     void *p[PER_THREAD];
     size_t n[PER_THREAD];
-    for (int k = 0; k < PER_THREAD; k++) {
-        n[k] = ts_rand_range(&rng, 1, 6000);
-        p[k] = api->malloc(n[k]);
-        CHECK(p[k]);
-        ts_fill(p[k], n[k], id * 100 + (uint64_t)k);
-    }
+    bf_alloc_tagged(api, p, n, PER_THREAD, &rng, 1, 6000, id * 100);
     for (int k = 0; k < PER_THREAD; k++) {
         CHECK(ts_verify(p[k], n[k], id * 100 + (uint64_t)k));
         if (k % (PER_THREAD / KEEP) == 0)

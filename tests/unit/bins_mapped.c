@@ -210,25 +210,12 @@ static void test_os_failure(void) {
 
 /* ---- growth that cannot stay in place ------------------------------------ */
 
-/* True when no mapping of this process covers addr (reads /proc/self/maps
- * without allocating). */
-static int address_unmapped(uintptr_t addr) {
-    static char maps[1 << 20];
-    ts_read_file("/proc/self/maps", maps, sizeof maps);
-    for (char *line = maps; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : 0) {
-        char *dash;
-        uintptr_t lo = (uintptr_t)strtoull(line, &dash, 16);
-        uintptr_t hi = (uintptr_t)strtoull(dash + 1, NULL, 16);
-        if (lo <= addr && addr < hi) return 0;
-    }
-    return 1;
-}
-
 /* Take the page right after p's mapping (p + usable size), so realloc cannot
  * grow p in place. Returns that page, or NULL when something was there already. */
 static void *block_after(const void *p) {
     uintptr_t end = (uintptr_t)p + malloc_usable_size((void *)p);
-    if (!address_unmapped(end)) return NULL;
+    uintptr_t lo, hi;
+    if (ts_find_mapping(end, &lo, &hi)) return NULL;
     void *page = _ts_os_map(4096);
     CHECK(page);
     if (page != (void *)end) CHECK(_ts_os_remap_to(page, 4096, 4096, (void *)end) == (void *)end);

@@ -27,26 +27,6 @@ static size_t resident_pages(const void *start, size_t len) {
     return n;
 }
 
-/* The mapping of /proc/self/maps that holds address a. */
-static void mapping_of(uintptr_t a, uintptr_t *lo, uintptr_t *hi) {
-    static char maps[1 << 16];
-    ts_read_file("/proc/self/maps", maps, sizeof maps);
-    for (char *line = maps; *line;) {
-        char *end;
-        uintptr_t start = (uintptr_t)strtoull(line, &end, 16);
-        uintptr_t stop = (uintptr_t)strtoull(end + 1, NULL, 16);
-        if (start <= a && a < stop) {
-            *lo = start;
-            *hi = stop;
-            return;
-        }
-        char *nl = strchr(line, '\n');
-        if (!nl) break;
-        line = nl + 1;
-    }
-    CHECK_MSG(0, "no mapping holds %#lx", (unsigned long)a);
-}
-
 static pthread_barrier_t all_started, may_exit;
 static ts_heap_t *heap_of[THREADS];
 
@@ -85,7 +65,8 @@ int main(void) {
     /* The main thread's heap opens the first chunk. */
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = 0, hi = 0;
-    mapping_of((uintptr_t)main_heap, &lo, &hi); /* the kernel may merge neighbours into it */
+    /* The kernel may have merged neighbours into the pool's mapping. */
+    CHECK(ts_find_mapping((uintptr_t)main_heap, &lo, &hi));
     uintptr_t from = (uintptr_t)main_heap & ~(page - 1);
     uintptr_t to = from + CHUNK < hi ? from + CHUNK : hi;
     CHECK(to - from >= CHUNK / 2);

@@ -40,11 +40,13 @@ static void *free_and_wait(void *arg) {
 
 static int child_stays_single(void);
 
-static void fork_child_stays_single(void *(*second_thread)(void *)) {
+/* parent_threads: the threads at the fork, 3 when the helper runs. */
+static void fork_child_stays_single(void *(*second_thread)(void *), int parent_threads) {
     pthread_barrier_init(&hold, NULL, 2);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, second_thread, NULL) == 0);
     pthread_barrier_wait(&hold);
+    CHECK_EQ(ts_thread_count(), parent_threads);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) _exit(child_stays_single());
@@ -84,23 +86,35 @@ int main(void) {
     CHECK(atomic_load(&_ts_stats.committed) < TS_PURGE_THREAD_MIN_BYTES);
     CHECK_EQ(ts_thread_count(), 1);
 
+    /* A bigger heap, still one thread: the helper starts (at the allocation
+     * that crossed). In a child, so that the parent stays single-threaded
+     * for the cases below. */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        CHECK_EQ(ts_thread_count(), 1);
+        enum { N = 12 };
+        void *blocks[N];
+        for (int i = 0; i < N; i++) {
+            blocks[i] = malloc(1u << 20);
+            CHECK(blocks[i] != NULL);
+            memset(blocks[i], 1, 1u << 20);
+        }
+        CHECK(atomic_load(&_ts_stats.committed) >= TS_PURGE_THREAD_MIN_BYTES);
+        CHECK_EQ(ts_thread_count(), 2);
+        for (int i = 0; i < N; i++) free(blocks[i]);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "big heap child: status %#x", status);
+    CHECK_EQ(ts_thread_count(), 1);
+
     /* A second thread with a heap, then a fork: the child has one thread.
      * First with the helper asked for but not started at the fork (the
      * child must not inherit the request), then with it running. */
     block_from_main = malloc(64);
-    fork_child_stays_single(free_and_wait);
-    fork_child_stays_single(allocate_and_wait);
-
-    /* A bigger heap: the helper starts (at the allocation that crossed). */
-    enum { N = 12 };
-    void *blocks[N];
-    for (int i = 0; i < N; i++) {
-        blocks[i] = malloc(1u << 20);
-        CHECK(blocks[i] != NULL);
-        memset(blocks[i], 1, 1u << 20);
-    }
-    CHECK(atomic_load(&_ts_stats.committed) >= TS_PURGE_THREAD_MIN_BYTES);
-    CHECK_EQ(ts_thread_count(), 2);
-    for (int i = 0; i < N; i++) free(blocks[i]);
+    fork_child_stays_single(free_and_wait, 2);
+    fork_child_stays_single(allocate_and_wait, 3);
     return 0;
 }

@@ -29,6 +29,21 @@ static void *thread_first_malloc(void *arg) {
     return p ? p : (void *)(intptr_t)(errno == ENOMEM ? 1 : 2);
 }
 
+/* realloc of a 3 MiB block (0x3c throughout) to 64 MiB with the next
+ * `refusals` mremaps refused: it succeeds, keeps the contents, and moves the
+ * pages with `remaps` successful mremaps (0: it copied). */
+static unsigned char *grow_refused(unsigned char *p, long refusals, size_t remaps) {
+    long failures = _ts_os_test_failures();
+    size_t remaps_before = atomic_load(&_ts_stats.large_remaps);
+    _ts_os_test_fail(TS_OS_FAIL_REMAP, 0, refusals);
+    unsigned char *q = realloc(p, 64 * MB);
+    CHECK_EQ(_ts_os_test_failures() - failures, refusals);
+    CHECK_EQ(atomic_load(&_ts_stats.large_remaps) - remaps_before, remaps);
+    CHECK(q != NULL && malloc_usable_size(q) >= 64 * MB);
+    for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(q[i] == 0x3c);
+    return q;
+}
+
 int main(void) {
     free(malloc(1));
     /* A thread created now (pthread_create itself allocates), that makes its
@@ -87,20 +102,10 @@ int main(void) {
     CHECK_EQ(_ts_os_test_failures() - failures, 3);
     CHECK(malloc_usable_size(big) >= 3 * MB && malloc_usable_size(big) < 64 * MB);
     for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(big[i] == 0x3c);
-    failures = _ts_os_test_failures();
-    _ts_os_test_fail(TS_OS_FAIL_REMAP, 0, 2);
-    unsigned char *copied = realloc(big, 64 * MB);
-    CHECK_EQ(_ts_os_test_failures() - failures, 2);
-    CHECK(copied != NULL && malloc_usable_size(copied) >= 64 * MB);
-    for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(copied[i] == 0x3c);
+    unsigned char *copied = grow_refused(big, 2, 0); /* in place and move refused: a copy */
     big = realloc(copied, 3 * MB);
     CHECK(big != NULL && big[0] == 0x3c && big[3 * MB - 1000] == 0x3c);
-    failures = _ts_os_test_failures();
-    _ts_os_test_fail(TS_OS_FAIL_REMAP, 0, 1);
-    unsigned char *moved = realloc(big, 64 * MB);
-    CHECK_EQ(_ts_os_test_failures() - failures, 1);
-    CHECK(moved != NULL && malloc_usable_size(moved) >= 64 * MB);
-    for (size_t i = 0; i < 3 * MB; i += 1000) CHECK(moved[i] == 0x3c);
+    unsigned char *moved = grow_refused(big, 1, 1); /* in place refused: the pages move */
     memset(moved + 3 * MB, 0x5a, MB);
     big = realloc(moved, 3 * MB); /* shrinking is in place */
     CHECK(big == moved && big[0] == 0x3c);

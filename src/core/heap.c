@@ -46,6 +46,11 @@ static uint32_t heap_ids;
 static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_heap_t *orphan;
 
+/* The main thread's heap while it lives. Until main's heap is freed, main
+ * has not called pthread_exit, so other threads' exits need not make the
+ * purge thread look at /proc (purge.c). */
+static _Atomic(ts_heap_t *) main_heap;
+
 /* Heaps counted in heaps_live that belong to no running thread: the orphan
  * heap, and in a fork child those of the parent's other threads. */
 static _Atomic size_t heaps_foreign;
@@ -99,6 +104,7 @@ ts_heap_t *_ts_heap_new(bool for_this_thread) {
         pthread_mutexattr_destroy(&attr);
         pthread_mutex_lock(&heap->alive);
         heap->watched = 1;
+        if (_ts_os_is_main_thread()) atomic_store(&main_heap, heap);
     }
     pthread_mutex_lock(&pool_lock);
     heap->id = ++heap_ids;
@@ -160,11 +166,15 @@ static void heap_free(ts_heap_t *heap) {
         heaps_all = heap->all_next;
     if (heap->all_next) heap->all_next->all_prev = heap->all_prev;
     heap->state = TS_HEAP_UNINIT;
+    if (atomic_load(&main_heap) == heap) atomic_store(&main_heap, NULL); /* before its reuse */
     heap->pool_next = pool_free;
     pool_free = heap;
     pthread_mutex_unlock(&pool_lock);
     atomic_fetch_sub(&_ts_stats.heaps_live, 1);
-    _ts_purge_thread_ended(); /* the helper must not outlive main (purge.c) */
+    if (!atomic_load(&main_heap)) { /* the helper must not outlive main (purge.c) */
+        atomic_fetch_add_explicit(&_ts_stats.main_checks, 1, memory_order_relaxed);
+        _ts_purge_thread_ended();
+    }
 }
 
 void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg) {
@@ -275,6 +285,8 @@ void _ts_heaps_atfork_child(void) {
     /* The child's thread has a new id: it takes its heap's robust mutex anew.
      * Other threads' heaps stay as they are (their threads do not exist here). */
     ts_heap_t *self = _ts_tls_heap;
+    /* The forking thread is the child's main thread. */
+    atomic_store(&main_heap, self->state == TS_HEAP_ACTIVE ? self : NULL);
     if (self->state == TS_HEAP_ACTIVE && self->watched) {
         pthread_mutexattr_t attr;
         pthread_mutexattr_init(&attr);

@@ -521,6 +521,7 @@ typedef struct ts_gstats {
     _Atomic size_t adopted;
     _Atomic size_t reclaimed_pages; /* pages of dead threads given back by the purge thread */
     _Atomic size_t purge_runs;
+    _Atomic size_t main_checks; /* thread exits that asked the helper to look at main (tests) */
     _Atomic uint64_t alloc[TS_CLASS_COUNT]; /* folded in from exited heaps */
     _Atomic uint64_t remote_frees;
     _Atomic uint64_t large_allocs;

@@ -121,9 +121,10 @@ static bool sleep_until(uint64_t until, int mode) {
  * that thread (it would wait forever with every signal blocked, or run the
  * exit handlers itself). So when it finds main gone it ends, and from then on
  * purging runs on allocation slow paths, as with TSALLOC_PURGE_THREAD=0. It
- * looks when a thread with a heap ends (heap_free wakes it), and while no
- * thread has a heap after pauses growing from 1 ms to 1 s, since a thread
- * that never allocated ends without a word to us. */
+ * looks when a thread with a heap ends while main has none (heap_free wakes
+ * it; while main's heap lives, main has not exited), and while no thread has
+ * a heap after pauses growing from 1 ms to 1 s, since a thread that never
+ * allocated ends without a word to us. */
 #define MAIN_POLL_MIN_NS ((uint64_t)1000000u)
 #define MAIN_POLL_MAX_NS ((uint64_t)1000000000u)
 

@@ -372,6 +372,10 @@ size_t _ts_os_rss_bytes(void) {
     return (size_t)strtoul(p, NULL, 10) * _ts_os_page_size();
 }
 
+bool _ts_os_is_main_thread(void) {
+    return syscall(SYS_gettid) == getpid();
+}
+
 int _ts_os_main_exited(void) {
     char buf[1024];
     if (read_proc_self("/proc/self/stat", buf, sizeof buf) <= 0) return -1;

@@ -78,6 +78,8 @@ TS_HIDDEN size_t _ts_os_rss_bytes(void);
 /* 1 when the main thread has called pthread_exit and waits as a zombie for
  * the other threads (from /proc/self/stat), 0 when it runs, -1 if unknown. */
 TS_HIDDEN int _ts_os_main_exited(void);
+/* True on the process's main thread (its thread id is the process id). */
+TS_HIDDEN bool _ts_os_is_main_thread(void);
 
 /* Test-only failure hook: make the OS say no.
  * After `skip` more successful calls of the operations in `ops` (a mask of

@@ -5,6 +5,8 @@
  * second thread allocates, it runs, so that freed memory goes back without
  * further allocator calls. A fork child of a multithreaded parent is
  * single-threaded again: the parent's other heaps do not count there.
+ * A thread's exit makes the helper look whether main has exited only when
+ * main has no heap (main_checks): while main's heap lives, main has not.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -39,6 +41,54 @@ static void *free_and_wait(void *arg) {
 }
 
 static int child_stays_single(void);
+
+static void *allocate(void *arg) {
+    free(malloc(100 + (size_t)arg));
+    return NULL;
+}
+
+static size_t main_checks(void) {
+    return atomic_load(&_ts_stats.main_checks);
+}
+
+/* In a child, on a thread that waits for main to call pthread_exit: main's
+ * heap went with it, so from now on exits ask the helper to look. */
+static size_t checks_before_exit;
+static void *after_main_exits(void *main_thread) {
+    CHECK(pthread_join(*(pthread_t *)main_thread, NULL) == 0);
+    CHECK_EQ(main_checks(), checks_before_exit + 1); /* main's own exit */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, allocate, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_EQ(main_checks(), checks_before_exit + 2);
+    exit(0);
+}
+
+/* Thread exits while main has a heap cost the helper nothing; once main has
+ * gone through pthread_exit, each exit asks it to look. */
+static void exits_look_at_main_only_when_needed(void) {
+    size_t before = main_checks();
+    for (int i = 0; i < 20; i++) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, allocate, (void *)(intptr_t)i) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    CHECK_EQ(main_checks(), before);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        static pthread_t main_thread;
+        main_thread = pthread_self();
+        checks_before_exit = main_checks();
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, after_main_exits, &main_thread) == 0);
+        pthread_exit(NULL);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "main_checks child: status %#x",
+              status);
+}
 
 /* parent_threads: the threads at the fork, 3 when the helper runs. */
 static void fork_child_stays_single(void *(*second_thread)(void *), int parent_threads) {
@@ -116,5 +166,6 @@ int main(void) {
     block_from_main = malloc(64);
     fork_child_stays_single(free_and_wait, 2);
     fork_child_stays_single(allocate_and_wait, 3);
+    exits_look_at_main_only_when_needed();
     return 0;
 }

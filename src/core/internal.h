@@ -219,6 +219,8 @@ struct ts_segment {
     ts_segment_t *avail_next, *avail_prev; /* heap's segments with a free page of this kind */
     uint8_t in_avail;
     uint8_t cached;
+    uint8_t huge_halves; /* 2 MiB halves asked for huge pages (segment lock; segment.c) */
+    uint8_t huge_split;  /* halves a purge split since: not asked again (segment lock) */
     uint64_t cached_at;
     _Alignas(64) ts_page_t pages[TS_MAX_PAGES];
 };
@@ -378,6 +380,7 @@ enum ts_option {
     TS_OPT_PURGE_THREAD,
     TS_OPT_SEGMENT_CACHE,
     TS_OPT_LARGE_CACHE_MB,
+    TS_OPT_HUGE_PAGES,
     TS_OPT_STATS,
     TS_OPT_VERBOSE,
     TS_OPT_COUNT
@@ -521,6 +524,8 @@ typedef struct ts_gstats {
     _Atomic size_t adopted;
     _Atomic size_t reclaimed_pages; /* pages of dead threads given back by the purge thread */
     _Atomic size_t purge_runs;
+    _Atomic size_t huge_halves; /* 2 MiB halves asked for huge pages, cumulative */
+    _Atomic size_t huge_splits; /* of them, split by a purge since */
     _Atomic size_t main_checks; /* thread exits that asked the helper to look at main (tests) */
     _Atomic uint64_t alloc[TS_CLASS_COUNT]; /* folded in from exited heaps */
     _Atomic uint64_t remote_frees;

@@ -22,6 +22,13 @@
 
 _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
 
+/* Segments are asked for transparent huge pages by 2 MiB halves (see
+ * "transparent huge pages" below). */
+#define TS_HALF_SIZE (TS_SEGMENT_SIZE / 2)
+static unsigned page_half(const ts_segment_t *seg, unsigned i) {
+    return ((size_t)i << seg->page_shift) >= TS_HALF_SIZE;
+}
+
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *registry;
 
@@ -86,12 +93,15 @@ size_t _ts_segments_reserved(void) {
     return n;
 }
 
-static ts_segment_t *segment_map_new(void) {
+/* huge_first_half: ask for huge pages in the first half before the header
+ * is written (afterwards its first 2 MiB would already have 4 KiB pages). */
+static ts_segment_t *segment_map_new(bool huge_first_half) {
     ts_segment_t *seg = segment_reserve_take();
     if (!seg) {
         _ts_verbose(1, "cannot map a segment (out of memory)");
         return NULL;
     }
+    if (huge_first_half) _ts_os_huge_pages(seg, TS_HALF_SIZE, true);
     seg->kind = TS_KIND_COUNT; /* not formatted yet; the rest is zero */
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
     _ts_os_name(seg, TS_SEGMENT_SIZE, "tsalloc");
@@ -127,11 +137,97 @@ static void segment_unmap(ts_segment_t *seg) {
     _ts_os_unmap(seg, TS_SEGMENT_SIZE);
 }
 
+/* ---- transparent huge pages --------------------------------------------------- */
+
+/* A heap that already holds TS_HUGE_HEAP_MIN resident in small and medium
+ * pages asks for huge pages in each 2 MiB half of a segment it enters while
+ * the half is still untouched: the first half of a segment it maps, the
+ * second half when it takes the first page there. One fault then maps 2 MiB
+ * instead of 512 faults of 4 KiB (measured under KVM: 0.4 against 2.2 us per
+ * 4 KiB). Heaps below that (small programs, the many light threads of a
+ * server) keep 4 KiB pages: a huge page would multiply their RSS.
+ * The whole half becomes resident at its first touch, so its free pages are
+ * marked dirty: those the heap has not taken within the purge delay are
+ * purged. A purge in a huge half first withdraws the request (else
+ * khugepaged may fill the holes back in), and that half is not asked again. */
+#define TS_HUGE_HEAP_MIN ((size_t)2 << 20)
+
+static bool huge_wanted(ts_heap_t *heap, enum ts_kind kind) {
+    if (kind == TS_KIND_BIG || !_ts_option(TS_OPT_HUGE_PAGES) || !_ts_purge_delay_ns())
+        return false;
+    size_t resident = 0; /* the heap's own pages: the owner reads them without locks */
+    for (ts_segment_t *seg = heap->segments; seg; seg = seg->next) {
+        if (seg->kind == TS_KIND_BIG) continue;
+        for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+            const ts_page_t *page = &seg->pages[i];
+            unsigned state = ts_page_state(page);
+            if (state == TS_PAGE_IN_USE)
+                resident += page->start - page->base + (size_t)page->capacity * page->block_size;
+            else if (state == TS_PAGE_FREE_DIRTY)
+                resident += page->area;
+            if (resident >= TS_HUGE_HEAP_MIN) return true;
+        }
+    }
+    return false;
+}
+
+/* The free clean pages of a half that was just asked for huge pages will be
+ * resident after its first touch: make them dirty (segment lock held).
+ * Returns their bytes, for the caller to count once the lock is released. */
+static size_t huge_half_taken(ts_segment_t *seg, unsigned half) {
+    uint64_t at = _ts_os_now_ns() + _ts_purge_delay_ns(), made = 0;
+    size_t bytes = 0;
+    for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+        ts_page_t *page = &seg->pages[i];
+        if (page_half(seg, i) != half || ts_page_state(page) != TS_PAGE_FREE_CLEAN) continue;
+        ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
+        page->purge_at = at;
+        made |= (uint64_t)1 << i;
+        bytes += page->area;
+    }
+    atomic_fetch_or(&seg->dirty_mask, made);
+    if (made && at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
+        atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+    seg->huge_halves |= (uint8_t)(1u << half);
+    atomic_fetch_add(&_ts_stats.huge_halves, 1);
+    return bytes;
+}
+
+/* Count pages made resident by huge_half_taken (no lock held). */
+static void huge_half_count(size_t bytes) {
+    if (!bytes) return;
+    _ts_stat_commit(bytes);
+    atomic_fetch_add(&_ts_stats.dirty, bytes);
+    _ts_purge_schedule();
+}
+
+/* True when no page of the second half was touched since it was last
+ * purged, and it was never split: page i (free, clean) is about to be. */
+static bool second_half_fresh(const ts_segment_t *seg, unsigned i) {
+    if (page_half(seg, i) != 1 || ((seg->huge_halves | seg->huge_split) & 2)) return false;
+    for (unsigned j = seg->first_page; j < seg->page_count; j++)
+        if (page_half(seg, j) == 1 && ts_page_state(&seg->pages[j]) != TS_PAGE_FREE_CLEAN)
+            return false;
+    return true;
+}
+
 /* ---- purging pages (segment lock held) ------------------------------------- */
 
 /* Give back the pages in `mask` (free and dirty), one call per run of
  * neighbouring pages. */
 static void purge_pages(ts_segment_t *seg, uint64_t mask) {
+    unsigned split = 0;
+    for (uint64_t m = mask; m; m &= m - 1)
+        split |= 1u << page_half(seg, (unsigned)__builtin_ctzll(m));
+    split &= seg->huge_halves;
+    for (unsigned h = 0; h < 2; h++) {
+        if (!(split & (1u << h))) continue;
+        /* Else khugepaged may fill the purged holes back in. */
+        _ts_os_huge_pages((char *)seg + h * TS_HALF_SIZE, TS_HALF_SIZE, false);
+        atomic_fetch_add(&_ts_stats.huge_splits, 1);
+    }
+    seg->huge_halves &= (uint8_t)~split;
+    seg->huge_split |= (uint8_t)split;
     size_t total = 0;
     while (mask) {
         unsigned first = (unsigned)__builtin_ctzll(mask), last = first;
@@ -476,7 +572,7 @@ void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
 
 /* Take a free page from a segment of this heap (owner only). Prefers pages
  * that are still resident, so reuse costs no page faults. */
-static ts_page_t *segment_take_page(ts_segment_t *seg) {
+static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     ts_spin_lock(&seg->lock);
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
     uint64_t pick = seg->free_mask & dirty ? seg->free_mask & dirty : seg->free_mask;
@@ -486,13 +582,20 @@ static ts_page_t *segment_take_page(ts_segment_t *seg) {
     bool was_dirty = (dirty & bit) != 0;
     if (was_dirty) atomic_fetch_and(&seg->dirty_mask, ~bit);
     ts_page_t *page = &seg->pages[i];
-    ts_page_set_state(page, TS_PAGE_IN_USE);
+    bool huge = !was_dirty && second_half_fresh(seg, i) && huge_wanted(heap, seg->kind);
+    ts_page_set_state(page, TS_PAGE_IN_USE); /* before huge_half_taken, which skips it */
+    size_t made_resident = 0;
+    if (huge) {
+        _ts_os_huge_pages((char *)seg + TS_HALF_SIZE, TS_HALF_SIZE, true);
+        made_resident = huge_half_taken(seg, 1);
+    }
     seg->used_pages++;
     ts_spin_unlock(&seg->lock);
     if (was_dirty)
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
     else
         _ts_stat_commit(page->area);
+    huge_half_count(made_resident);
     atomic_fetch_add(&_ts_stats.pages[seg->kind], 1);
     return page;
 }
@@ -503,7 +606,7 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_a
     for (;;) {
         ts_segment_t *seg = heap->avail[kind];
         if (seg) {
-            ts_page_t *page = segment_take_page(seg);
+            ts_page_t *page = segment_take_page(heap, seg);
             if (!seg->free_mask) avail_remove(heap, seg);
             return page;
         }
@@ -512,15 +615,25 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_a
             *adopted = true;
             return NULL; /* the caller looks at its queues again */
         }
+        bool huge = false;
         if (heap->spare) {
             seg = heap->spare;
             heap->spare = NULL;
         } else {
             seg = cache_pop(kind);
-            if (!seg) seg = segment_map_new();
+            if (!seg) {
+                huge = huge_wanted(heap, kind);
+                seg = segment_map_new(huge);
+            }
             if (!seg) return NULL;
         }
         segment_format(seg, kind);
+        if (huge) {
+            ts_spin_lock(&seg->lock);
+            size_t made_resident = huge_half_taken(seg, 0);
+            ts_spin_unlock(&seg->lock);
+            huge_half_count(made_resident);
+        }
         heap_seg_add(heap, seg);
         avail_add(heap, seg);
     }

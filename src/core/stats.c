@@ -150,6 +150,8 @@ static void print_text(out_t *o) {
          atomic_load(&g->committed), atomic_load(&g->peak), atomic_load(&g->dirty));
     outf(o, "             purged %zu B in total, unmapped %zu B in total, %zu purge runs\n",
          atomic_load(&g->purged), atomic_load(&g->unmapped), atomic_load(&g->purge_runs));
+    outf(o, "             huge pages asked for %zu halves of 2 MiB, %zu of them split by a purge\n",
+         atomic_load(&g->huge_halves), atomic_load(&g->huge_splits));
     outf(o, "  segments   %zu mapped (%zu owned by threads, %zu cached, %zu abandoned)\n",
          s.segments_total, s.segments_owned, atomic_load(&g->segments_cached),
          atomic_load(&g->segments_abandoned));
@@ -186,9 +188,11 @@ static void print_json(out_t *o) {
     ts_gstats_t *g = &_ts_stats;
     outf(o,
          "{\"allocator\": \"tsalloc\", \"committed\": %zu, \"peak\": %zu, \"free_resident\": %zu, "
-         "\"purged\": %zu, \"unmapped\": %zu, \"purge_runs\": %zu,\n",
+         "\"purged\": %zu, \"unmapped\": %zu, \"purge_runs\": %zu, \"huge_halves\": %zu, "
+         "\"huge_splits\": %zu,\n",
          atomic_load(&g->committed), atomic_load(&g->peak), atomic_load(&g->dirty),
-         atomic_load(&g->purged), atomic_load(&g->unmapped), atomic_load(&g->purge_runs));
+         atomic_load(&g->purged), atomic_load(&g->unmapped), atomic_load(&g->purge_runs),
+         atomic_load(&g->huge_halves), atomic_load(&g->huge_splits));
     outf(o,
          " \"segments\": {\"mapped\": %zu, \"owned\": %zu, \"cached\": %zu, \"abandoned\": %zu, "
          "\"adopted\": %zu},\n",

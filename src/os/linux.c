@@ -183,6 +183,10 @@ bool _ts_os_purge(void *addr, size_t size) {
     return madvise(addr, size, MADV_DONTNEED) == 0;
 }
 
+bool _ts_os_huge_pages(void *addr, size_t size, bool on) {
+    return madvise(addr, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
+}
+
 uint64_t _ts_os_random(void) {
     uint64_t r = 0;
     /* The system call itself, not libc's wrapper, which a sanitizer's

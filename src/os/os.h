@@ -44,6 +44,11 @@ TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, vo
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */
 TS_HIDDEN bool _ts_os_purge(void *addr, size_t size);
+/* Ask for transparent huge pages in a range not yet touched (MADV_HUGEPAGE:
+ * its first touch then maps a whole 2 MiB page), or stop asking
+ * (MADV_NOHUGEPAGE: khugepaged will not fill purged holes back in). Best
+ * effort: without THP in the kernel nothing changes. */
+TS_HIDDEN bool _ts_os_huge_pages(void *addr, size_t size, bool on);
 /* 64 random bits (getrandom; the clock and ASLR addresses if that fails).
  * No allocation. */
 TS_HIDDEN uint64_t _ts_os_random(void);

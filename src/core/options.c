@@ -27,7 +27,7 @@ static const ts_option_desc_t options[TS_OPT_COUNT] = {
                               "free 4 MiB segments kept mapped (purged) for reuse"},
     [TS_OPT_LARGE_CACHE_MB] = {"large_cache_mb", 256, 0, 1 << 20,
                                "MiB of freed large blocks kept resident for reuse"},
-    [TS_OPT_HUGE_PAGES] = {"huge_pages", 1, 0, 1,
+    [TS_OPT_HUGE_PAGES] = {"huge_pages", 0, 0, 1,
                            "back the segments of heaps past 2 MiB with transparent huge pages"},
     [TS_OPT_STATS] = {"stats", 0, 0, 2, "print statistics at exit (1: text, 2: JSON)"},
     [TS_OPT_VERBOSE] = {"verbose", 0, 0, 2, "report options and OS refusals on stderr"},

@@ -94,7 +94,8 @@ static void *light_thread(void *arg) {
 }
 
 int main(void) {
-    CHECK(ts_option_get("huge_pages") == 1);
+    CHECK(ts_option_get("huge_pages") == 0); /* off by default: see docs/core.md */
+    CHECK(ts_option_set("huge_pages", 1));
     size_t asked = atomic_load(&_ts_stats.huge_halves);
 
     /* A growing heap asks. */

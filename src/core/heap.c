@@ -48,8 +48,11 @@ static ts_heap_t *orphan;
 
 /* The main thread's heap while it lives. Until main's heap is freed, main
  * has not called pthread_exit, so other threads' exits need not make the
- * purge thread look at /proc (purge.c). */
+ * purge thread look at /proc (purge.c). Written under pool_lock. */
 static _Atomic(ts_heap_t *) main_heap;
+/* Heaps found dead by heap_free (their thread ended holding the robust
+ * mutex), for the next _ts_heaps_reap to abandon. Under pool_lock. */
+static ts_heap_t *found_dead;
 
 /* Heaps counted in heaps_live that belong to no running thread: the orphan
  * heap, and in a fork child those of the parent's other threads. */
@@ -104,9 +107,10 @@ ts_heap_t *_ts_heap_new(bool for_this_thread) {
         pthread_mutexattr_destroy(&attr);
         pthread_mutex_lock(&heap->alive);
         heap->watched = 1;
-        if (_ts_os_is_main_thread()) atomic_store(&main_heap, heap);
     }
+    bool is_main = for_this_thread && _ts_os_is_main_thread();
     pthread_mutex_lock(&pool_lock);
+    if (is_main) atomic_store(&main_heap, heap);
     heap->id = ++heap_ids;
     heap->all_next = heaps_all;
     if (heaps_all) heaps_all->all_prev = heap;
@@ -131,9 +135,26 @@ void _ts_heap_thread_exit(ts_heap_t *heap) {
 }
 
 /* Abandon the heaps whose threads died without running their destructor. */
+/* True when main's heap's thread is gone: it ended without the heap's
+ * destructor (its heap was made in the last round of its thread-specific
+ * destructors, say), so the kernel marked its robust mutex. Such a heap goes
+ * to found_dead. Under pool_lock; m is main_heap, so not in the pool. */
+static bool main_heap_orphaned(ts_heap_t *m) {
+    if (!m->watched || pthread_mutex_trylock(&m->alive) != EOWNERDEAD) return false;
+    /* EBUSY, the usual answer, costs one atomic operation; 0 means main is
+     * between its destructor's unlock and its own heap_free, which wakes. */
+    pthread_mutex_consistent(&m->alive);
+    pthread_mutex_unlock(&m->alive);
+    m->watched = 0;
+    m->pool_next = found_dead;
+    found_dead = m;
+    return true;
+}
+
 void _ts_heaps_reap(void) {
-    ts_heap_t *dead = NULL;
     pthread_mutex_lock(&pool_lock);
+    ts_heap_t *dead = found_dead;
+    found_dead = NULL;
     for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
         if (!h->watched) continue;
         int rc = pthread_mutex_trylock(&h->alive);
@@ -166,8 +187,9 @@ static void heap_free(ts_heap_t *heap) {
         heaps_all = heap->all_next;
     if (heap->all_next) heap->all_next->all_prev = heap->all_prev;
     heap->state = TS_HEAP_UNINIT;
-    if (atomic_load(&main_heap) == heap) atomic_store(&main_heap, NULL); /* before its reuse */
-    heap->pool_next = pool_free;
+    ts_heap_t *m = atomic_load(&main_heap);
+    if (m == heap || (m && main_heap_orphaned(m))) atomic_store(&main_heap, NULL);
+    heap->pool_next = pool_free; /* after main_heap lets go of it */
     pool_free = heap;
     pthread_mutex_unlock(&pool_lock);
     atomic_fetch_sub(&_ts_stats.heaps_live, 1);

@@ -533,6 +533,10 @@ typedef struct ts_gstats {
 } ts_gstats_t;
 TS_HIDDEN extern ts_gstats_t _ts_stats;
 TS_HIDDEN void _ts_stat_commit(size_t bytes);
+/* The same without asking for the helper (which takes its mutex), for
+ * callers holding a segment spinlock: true when they must call
+ * _ts_purge_schedule() once they released it. */
+TS_HIDDEN bool _ts_stat_commit_locked(size_t bytes);
 TS_HIDDEN void _ts_stat_decommit(size_t bytes);
 TS_HIDDEN void _ts_stats_fold_heap(const ts_heap_t *heap);
 TS_HIDDEN void _ts_stats_print_exit(void);

@@ -172,9 +172,11 @@ static bool huge_wanted(ts_heap_t *heap, enum ts_kind kind) {
 }
 
 /* The free clean pages of a half that was just asked for huge pages will be
- * resident after its first touch: make them dirty (segment lock held).
- * Returns their bytes, for the caller to count once the lock is released. */
-static size_t huge_half_taken(ts_segment_t *seg, unsigned half) {
+ * resident after its first touch: make them dirty, and count them before the
+ * lock goes (a purge may subtract them as soon as it can take the lock).
+ * Segment lock held; returns whether the caller must call huge_half_count
+ * once it has released it. */
+static bool huge_half_taken(ts_segment_t *seg, unsigned half) {
     uint64_t at = _ts_os_now_ns() + _ts_purge_delay_ns(), made = 0;
     size_t bytes = 0;
     for (unsigned i = seg->first_page; i < seg->page_count; i++) {
@@ -190,15 +192,16 @@ static size_t huge_half_taken(ts_segment_t *seg, unsigned half) {
         atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
     seg->huge_halves |= (uint8_t)(1u << half);
     atomic_fetch_add(&_ts_stats.huge_halves, 1);
-    return bytes;
+    if (!bytes) return false;
+    atomic_fetch_add(&_ts_stats.dirty, bytes);
+    (void)_ts_stat_commit_locked(bytes); /* the schedule below covers the helper too */
+    return true;
 }
 
-/* Count pages made resident by huge_half_taken (no lock held). */
-static void huge_half_count(size_t bytes) {
-    if (!bytes) return;
-    _ts_stat_commit(bytes);
-    atomic_fetch_add(&_ts_stats.dirty, bytes);
-    _ts_purge_schedule();
+/* After huge_half_taken, with no lock held: the new dirty pages need a purge
+ * deadline watched. */
+static void huge_half_count(bool dirtied) {
+    if (dirtied) _ts_purge_schedule();
 }
 
 /* True when no page of the second half was touched since it was last
@@ -584,10 +587,10 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     ts_page_t *page = &seg->pages[i];
     bool huge = !was_dirty && second_half_fresh(seg, i) && huge_wanted(heap, seg->kind);
     ts_page_set_state(page, TS_PAGE_IN_USE); /* before huge_half_taken, which skips it */
-    size_t made_resident = 0;
+    bool dirtied = false;
     if (huge) {
         _ts_os_huge_pages((char *)seg + TS_HALF_SIZE, TS_HALF_SIZE, true);
-        made_resident = huge_half_taken(seg, 1);
+        dirtied = huge_half_taken(seg, 1);
     }
     seg->used_pages++;
     ts_spin_unlock(&seg->lock);
@@ -595,7 +598,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
     else
         _ts_stat_commit(page->area);
-    huge_half_count(made_resident);
+    huge_half_count(dirtied);
     atomic_fetch_add(&_ts_stats.pages[seg->kind], 1);
     return page;
 }
@@ -630,9 +633,9 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_a
         segment_format(seg, kind);
         if (huge) {
             ts_spin_lock(&seg->lock);
-            size_t made_resident = huge_half_taken(seg, 0);
+            bool dirtied = huge_half_taken(seg, 0);
             ts_spin_unlock(&seg->lock);
-            huge_half_count(made_resident);
+            huge_half_count(dirtied);
         }
         heap_seg_add(heap, seg);
         avail_add(heap, seg);

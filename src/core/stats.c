@@ -23,16 +23,19 @@ TS_HIDDEN int _ts_options_describe(int i, const char **name, long long *value, l
 
 ts_gstats_t _ts_stats;
 
-void _ts_stat_commit(size_t bytes) {
+bool _ts_stat_commit_locked(size_t bytes) {
     size_t now =
         atomic_fetch_add_explicit(&_ts_stats.committed, bytes, memory_order_relaxed) + bytes;
-    if (ts_unlikely(now >= TS_PURGE_THREAD_MIN_BYTES && now - bytes < TS_PURGE_THREAD_MIN_BYTES))
-        _ts_purge_schedule(); /* big enough for the helper thread now */
     size_t peak = atomic_load_explicit(&_ts_stats.peak, memory_order_relaxed);
     while (now > peak &&
            !atomic_compare_exchange_weak_explicit(&_ts_stats.peak, &peak, now, memory_order_relaxed,
                                                   memory_order_relaxed)) {
     }
+    return ts_unlikely(now >= TS_PURGE_THREAD_MIN_BYTES && now - bytes < TS_PURGE_THREAD_MIN_BYTES);
+}
+
+void _ts_stat_commit(size_t bytes) {
+    if (_ts_stat_commit_locked(bytes)) _ts_purge_schedule(); /* big enough for the helper now */
 }
 
 void _ts_stat_decommit(size_t bytes) {

@@ -16,6 +16,19 @@ if(TARGET tsalloc-tsalloc-static)
           ENV TSALLOC_PURGE_DELAY_MS=0 TSALLOC_PURGE_THREAD=0 TSALLOC_SEGMENT_CACHE=0)
   target_compile_definitions(core_stress_nodelay PRIVATE CORE_STRESS_INTERNAL)
 
+  # Huge pages on, purging at once after 1 ms: their bookkeeping under churn.
+  ts_test(core_stress_huge SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_stress.c
+          LIBS tsalloc-tsalloc-static ARGS 3 3 12000 TIMEOUT 120
+          ENV TSALLOC_HUGE_PAGES=1 TSALLOC_PURGE_DELAY_MS=1)
+  target_compile_definitions(core_stress_huge PRIVATE CORE_STRESS_INTERNAL)
+
+  # libtsalloc loaded with dlopen, main's heap made in its last destructor round.
+  add_executable(core_exit_dlopen ${CMAKE_CURRENT_LIST_DIR}/core_exit_dlopen.c)
+  target_include_directories(core_exit_dlopen PRIVATE ${TS_TEST_SUPPORT})
+  target_link_libraries(core_exit_dlopen PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  add_test(NAME core_exit_dlopen COMMAND core_exit_dlopen $<TARGET_FILE:tsalloc-tsalloc>)
+  set_tests_properties(core_exit_dlopen PROPERTIES TIMEOUT 60)
+
   add_executable(core_stress_dyn ${CMAKE_CURRENT_LIST_DIR}/core_stress.c)
   target_include_directories(core_stress_dyn PRIVATE ${TS_TEST_SUPPORT})
   target_link_libraries(core_stress_dyn PRIVATE Threads::Threads ${CMAKE_DL_LIBS})

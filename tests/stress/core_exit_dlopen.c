@@ -1,0 +1,100 @@
+/* A process whose main thread calls pthread_exit must end with its last
+ * thread, also when main's tsalloc heap never gets its destructor: here
+ * libtsalloc is loaded with dlopen (so only ts_malloc callers use it and main
+ * has no heap at first), and main makes its heap in the last round of its
+ * thread-specific destructors, after which glibc runs no more of them. The
+ * kernel then marks the heap's robust mutex; the next thread exit must see
+ * that (main_heap_orphaned in heap.c) and have the purge helper look at main,
+ * or the helper, with every signal blocked, keeps the process alive.
+ * The case runs in a child; the parent waits at most 20 s and checks that it
+ * exited with status 0 after running its atexit handler.
+ * Usage: core_exit_dlopen path/to/libtsalloc.so
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static void *(*lib_malloc)(size_t);
+static void (*lib_free)(void *);
+static pthread_key_t key;
+static pthread_t main_thread;
+static int rounds;
+static int report_fd = -1;
+
+static void say_exited(void) {
+    CHECK(write(report_fd, "exit handlers ran", 17) == 17);
+}
+
+/* On main, after pthread_exit: asks to be called again until the last round,
+ * then makes main's heap. */
+static void destructor(void *value) {
+    (void)value;
+    if (++rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
+        CHECK(pthread_setspecific(key, (void *)1) == 0);
+        return;
+    }
+    lib_free(lib_malloc(100));
+}
+
+static void *worker(void *arg) {
+    (void)arg;
+    static void *kept[12];
+    for (int i = 0; i < 12; i++)
+        CHECK((kept[i] = lib_malloc(1 << 20)) != NULL); /* the helper starts */
+    CHECK(pthread_join(main_thread, NULL) == 0);
+    CHECK_EQ(rounds, PTHREAD_DESTRUCTOR_ITERATIONS); /* main's heap was made in the last round */
+    return NULL; /* this thread's exit must get the helper to look */
+}
+
+static pid_t child;
+static void child_hangs(int sig) {
+    (void)sig;
+    kill(child, SIGKILL);
+    static const char msg[] = "core_exit_dlopen: the child outlived its last thread by 20 s\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        report_fd = fds[1];
+        void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+        CHECK_MSG(lib != NULL, "dlopen %s: %s", argv[1], dlerror());
+        lib_malloc = (void *(*)(size_t))dlsym(lib, "ts_malloc");
+        lib_free = (void (*)(void *))dlsym(lib, "ts_free");
+        CHECK(lib_malloc && lib_free);
+        CHECK(atexit(say_exited) == 0);
+        main_thread = pthread_self();
+        CHECK(pthread_key_create(&key, destructor) == 0);
+        CHECK(pthread_setspecific(key, (void *)1) == 0);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, worker, NULL) == 0);
+        pthread_exit(NULL);
+    }
+    close(fds[1]);
+    child = pid;
+    signal(SIGALRM, child_hangs);
+    alarm(20); /* a process kept alive by the helper fails here */
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    alarm(0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    char buf[64] = {0};
+    CHECK(read(fds[0], buf, sizeof buf - 1) == 17);
+    CHECK(strcmp(buf, "exit handlers ran") == 0);
+    printf("ok\n");
+    return 0;
+}

@@ -275,6 +275,10 @@ void _ts_heaps_atfork_parent(void) {
     pthread_mutex_unlock(&orphan_lock);
 }
 
+bool _ts_main_heap_live(void) {
+    return atomic_load(&main_heap) != NULL;
+}
+
 size_t _ts_heaps_running(void) {
     size_t live = atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed);
     size_t foreign = atomic_load_explicit(&heaps_foreign, memory_order_relaxed);

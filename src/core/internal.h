@@ -411,6 +411,9 @@ TS_HIDDEN void _ts_heaps_atfork_child(void);
 /* Heaps whose threads exist in this process (heaps_live without a fork
  * child's inherited ones). */
 TS_HIDDEN size_t _ts_heaps_running(void);
+/* False once the main thread's heap is gone (main called pthread_exit), or
+ * when main never had one. */
+TS_HIDDEN bool _ts_main_heap_live(void);
 /* fn(heap, arg) for each live heap, then fn(NULL, arg), all under the pool
  * lock: an exiting heap folds its counts into _ts_stats under that lock, so
  * the NULL call reads totals that count each heap once. */

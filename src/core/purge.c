@@ -122,9 +122,10 @@ static bool sleep_until(uint64_t until, int mode) {
  * exit handlers itself). So when it finds main gone it ends, and from then on
  * purging runs on allocation slow paths, as with TSALLOC_PURGE_THREAD=0. It
  * looks when a thread with a heap ends while main has none (heap_free wakes
- * it; while main's heap lives, main has not exited), and while no thread has
- * a heap after pauses growing from 1 ms to 1 s, since a thread that never
- * allocated ends without a word to us. */
+ * it; while main's heap lives, main has not exited), and, while main has no
+ * heap or no thread has one, after pauses growing from 1 ms to 1 s: a thread
+ * that never allocated ends without a word to us, and so does one whose heap
+ * was made after its last destructor round. */
 #define MAIN_POLL_MIN_NS ((uint64_t)1000000u)
 #define MAIN_POLL_MAX_NS ((uint64_t)1000000000u)
 
@@ -147,22 +148,22 @@ static void *purge_main(void *arg) {
             now = _ts_os_now_ns();
         }
         bool look = atomic_exchange(&pt_look_at_main, 0);
-        bool heapless = _ts_heaps_running() == 0;
-        if ((look || heapless) && _ts_os_main_exited() == 1) {
+        bool poll = _ts_heaps_running() == 0 || !_ts_main_heap_live();
+        if ((look || poll) && _ts_os_main_exited() == 1) {
             atomic_store(&pt_state, PT_FAILED); /* never again: slow paths purge */
             _ts_verbose(2, "main thread exited: the purge thread ends");
             pthread_sigmask(SIG_SETMASK, &program_mask, NULL); /* should it be the last */
             return NULL;
         }
-        if (!heapless) main_poll = MAIN_POLL_MIN_NS;
+        if (!poll) main_poll = MAIN_POLL_MIN_NS;
         uint64_t until = next == UINT64_MAX          ? UINT64_MAX
                          : next > now + MIN_SLEEP_NS ? next
                                                      : now + MIN_SLEEP_NS;
-        if (heapless && until > now + main_poll) until = now + main_poll;
+        if (poll && until > now + main_poll) until = now + main_poll;
         /* With nothing to do it waits for the next free (an exit would free
          * in glibc's locks). */
         work = sleep_until(until, next == UINT64_MAX ? SLEEP_IDLE : SLEEP_TIMED);
-        if (heapless && main_poll < MAIN_POLL_MAX_NS) main_poll *= 2;
+        if (poll && main_poll < MAIN_POLL_MAX_NS) main_poll *= 2;
     }
     return NULL;
 }

@@ -6,7 +6,10 @@
  * kernel then marks the heap's robust mutex; the next thread exit must see
  * that (main_heap_orphaned in heap.c) and have the purge helper look at main,
  * or the helper, with every signal blocked, keeps the process alive.
- * The case runs in a child; the parent waits at most 20 s and checks that it
+ * Second case: main has an ordinary heap, and a worker makes its heap in its
+ * last destructor round and dies after main, with no heap_free at all; the
+ * helper finds out by looking again while main has no heap (purge.c).
+ * Each case runs in a child; the parent waits at most 20 s and checks that it
  * exited with status 0 after running its atexit handler.
  * Usage: core_exit_dlopen path/to/libtsalloc.so
  */
@@ -32,8 +35,9 @@ static void say_exited(void) {
     CHECK(write(report_fd, "exit handlers ran", 17) == 17);
 }
 
-/* On main, after pthread_exit: asks to be called again until the last round,
- * then makes main's heap. */
+/* Asks to be called again until the last round, then makes the calling
+ * thread's heap, whose destructor glibc will not run. On a worker it then
+ * waits for main to be gone, so that the worker dies without a word. */
 static void destructor(void *value) {
     (void)value;
     if (++rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
@@ -41,9 +45,11 @@ static void destructor(void *value) {
         return;
     }
     lib_free(lib_malloc(100));
+    if (!pthread_equal(pthread_self(), main_thread)) CHECK(pthread_join(main_thread, NULL) == 0);
 }
 
-static void *worker(void *arg) {
+/* main_late_heap: main's heap is the late one; this worker allocates. */
+static void *worker_with_heap(void *arg) {
     (void)arg;
     static void *kept[12];
     for (int i = 0; i < 12; i++)
@@ -51,6 +57,13 @@ static void *worker(void *arg) {
     CHECK(pthread_join(main_thread, NULL) == 0);
     CHECK_EQ(rounds, PTHREAD_DESTRUCTOR_ITERATIONS); /* main's heap was made in the last round */
     return NULL; /* this thread's exit must get the helper to look */
+}
+
+/* worker_late_heap: main has an ordinary heap; this worker's is the late one. */
+static void *worker_late_heap(void *arg) {
+    (void)arg;
+    CHECK(pthread_setspecific(key, (void *)1) == 0);
+    return NULL;
 }
 
 static pid_t child;
@@ -62,8 +75,7 @@ static void child_hangs(int sig) {
     _exit(1);
 }
 
-int main(int argc, char **argv) {
-    CHECK(argc == 2);
+static void run_case(const char *lib_path, int main_late_heap) {
     int fds[2];
     CHECK(pipe(fds) == 0);
     pid_t pid = fork();
@@ -71,17 +83,23 @@ int main(int argc, char **argv) {
     if (pid == 0) {
         close(fds[0]);
         report_fd = fds[1];
-        void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-        CHECK_MSG(lib != NULL, "dlopen %s: %s", argv[1], dlerror());
+        void *lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+        CHECK_MSG(lib != NULL, "dlopen %s: %s", lib_path, dlerror());
         lib_malloc = (void *(*)(size_t))dlsym(lib, "ts_malloc");
         lib_free = (void (*)(void *))dlsym(lib, "ts_free");
         CHECK(lib_malloc && lib_free);
         CHECK(atexit(say_exited) == 0);
         main_thread = pthread_self();
         CHECK(pthread_key_create(&key, destructor) == 0);
-        CHECK(pthread_setspecific(key, (void *)1) == 0);
         pthread_t t;
-        CHECK(pthread_create(&t, NULL, worker, NULL) == 0);
+        if (main_late_heap) {
+            CHECK(pthread_setspecific(key, (void *)1) == 0);
+            CHECK(pthread_create(&t, NULL, worker_with_heap, NULL) == 0);
+        } else {
+            static void *kept[12];
+            for (int i = 0; i < 12; i++) CHECK((kept[i] = lib_malloc(1 << 20)) != NULL);
+            CHECK(pthread_create(&t, NULL, worker_late_heap, NULL) == 0);
+        }
         pthread_exit(NULL);
     }
     close(fds[1]);
@@ -95,6 +113,13 @@ int main(int argc, char **argv) {
     char buf[64] = {0};
     CHECK(read(fds[0], buf, sizeof buf - 1) == 17);
     CHECK(strcmp(buf, "exit handlers ran") == 0);
+    close(fds[0]);
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    run_case(argv[1], 1);
+    run_case(argv[1], 0);
     printf("ok\n");
     return 0;
 }

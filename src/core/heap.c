@@ -134,7 +134,6 @@ void _ts_heap_thread_exit(ts_heap_t *heap) {
     _ts_heap_abandon(heap);
 }
 
-/* Abandon the heaps whose threads died without running their destructor. */
 /* True when main's heap's thread is gone: it ended without the heap's
  * destructor (its heap was made in the last round of its thread-specific
  * destructors, say), so the kernel marked its robust mutex. Such a heap goes
@@ -151,6 +150,7 @@ static bool main_heap_orphaned(ts_heap_t *m) {
     return true;
 }
 
+/* Abandon the heaps whose threads died without running their destructor. */
 void _ts_heaps_reap(void) {
     pthread_mutex_lock(&pool_lock);
     ts_heap_t *dead = found_dead;

@@ -174,8 +174,9 @@ static bool huge_wanted(ts_heap_t *heap, enum ts_kind kind) {
 /* The free clean pages of a half that was just asked for huge pages will be
  * resident after its first touch: make them dirty, and count them before the
  * lock goes (a purge may subtract them as soon as it can take the lock).
- * Segment lock held; returns whether the caller must call huge_half_count
- * once it has released it. */
+ * Segment lock held; returns whether the caller must call
+ * _ts_purge_schedule once it has released it (their deadlines need watching;
+ * that also asks for the helper should the commit have crossed 8 MiB). */
 static bool huge_half_taken(ts_segment_t *seg, unsigned half) {
     uint64_t at = _ts_os_now_ns() + _ts_purge_delay_ns(), made = 0;
     size_t bytes = 0;
@@ -194,14 +195,8 @@ static bool huge_half_taken(ts_segment_t *seg, unsigned half) {
     atomic_fetch_add(&_ts_stats.huge_halves, 1);
     if (!bytes) return false;
     atomic_fetch_add(&_ts_stats.dirty, bytes);
-    (void)_ts_stat_commit_locked(bytes); /* the schedule below covers the helper too */
+    (void)_ts_stat_commit_locked(bytes); /* the caller's schedule covers the helper */
     return true;
-}
-
-/* After huge_half_taken, with no lock held: the new dirty pages need a purge
- * deadline watched. */
-static void huge_half_count(bool dirtied) {
-    if (dirtied) _ts_purge_schedule();
 }
 
 /* True when no page of the second half was touched since it was last
@@ -598,7 +593,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
     else
         _ts_stat_commit(page->area);
-    huge_half_count(dirtied);
+    if (dirtied) _ts_purge_schedule(); /* their deadlines need watching */
     atomic_fetch_add(&_ts_stats.pages[seg->kind], 1);
     return page;
 }
@@ -635,7 +630,7 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_a
             ts_spin_lock(&seg->lock);
             bool dirtied = huge_half_taken(seg, 0);
             ts_spin_unlock(&seg->lock);
-            huge_half_count(dirtied);
+            if (dirtied) _ts_purge_schedule();
         }
         heap_seg_add(heap, seg);
         avail_add(heap, seg);

@@ -28,7 +28,7 @@ static void say_exited(void) {
     sigset_t blocked; /* on a thread of the program's, not one that blocks everything */
     CHECK(pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0);
     CHECK(!sigismember(&blocked, SIGTERM));
-    CHECK(write(report_fd, "exit handlers ran", 17) == 17);
+    ts_report_exit(report_fd);
 }
 
 /* Enough memory that the helper starts however many threads have heaps. */
@@ -79,15 +79,6 @@ static void *worker_without_heap(void *arg) {
     return NULL; /* never called the allocator */
 }
 
-static pid_t child;
-static void child_hangs(int sig) {
-    (void)sig;
-    kill(child, SIGKILL);
-    static const char msg[] = "core_exit: the child outlived its last thread by 20 s\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(1);
-}
-
 static void run_case(void *(*worker)(void *), int allocate_in_main) {
     int fds[2];
     CHECK(pipe(fds) == 0);
@@ -105,17 +96,7 @@ static void run_case(void *(*worker)(void *), int allocate_in_main) {
         pthread_exit(NULL);
     }
     close(fds[1]);
-    child = pid;
-    signal(SIGALRM, child_hangs);
-    alarm(20); /* a process kept alive by the helper fails here */
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    alarm(0);
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
-    char buf[64] = {0};
-    CHECK(read(fds[0], buf, sizeof buf - 1) == 17);
-    CHECK(strcmp(buf, "exit handlers ran") == 0);
-    close(fds[0]);
+    ts_expect_clean_exit(pid, fds[0]);
 }
 
 int main(void) {

@@ -170,6 +170,45 @@ static inline int ts_expect_abort(void (*fn)(void *), void *arg, const char *exp
     return 1;
 }
 
+/* ---- a child that must end (core_exit, core_exit_dlopen) ----------------- */
+
+#define TS_EXIT_MARK "exit handlers ran"
+
+/* In the child's atexit handler: tell the parent, through the pipe's write
+ * end fd, that exit handlers ran. */
+static inline void ts_report_exit(int fd) {
+    CHECK(write(fd, TS_EXIT_MARK, sizeof TS_EXIT_MARK - 1) == (ssize_t)(sizeof TS_EXIT_MARK - 1));
+}
+
+static inline pid_t *ts_awaited_child(void) {
+    static pid_t pid;
+    return &pid;
+}
+static inline void ts_child_hangs(int sig) {
+    (void)sig;
+    kill(*ts_awaited_child(), SIGKILL);
+    static const char msg[] = "the child outlived its last thread by 20 s\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+/* In the parent: child pid must exit with status 0 within 20 s (a process
+ * kept alive by a thread of ours fails here) after its exit handlers wrote
+ * TS_EXIT_MARK to the pipe whose read end is fd (closed here). */
+static inline void ts_expect_clean_exit(pid_t pid, int fd) {
+    *ts_awaited_child() = pid;
+    signal(SIGALRM, ts_child_hangs);
+    alarm(20);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    alarm(0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    char buf[64] = {0};
+    CHECK(read(fd, buf, sizeof buf - 1) == (ssize_t)(sizeof TS_EXIT_MARK - 1));
+    CHECK(strcmp(buf, TS_EXIT_MARK) == 0);
+    close(fd);
+}
+
 /* Under ts_preload_test, the design the test must be running on (or NULL). */
 static inline const char *ts_expected_design(void) {
     return getenv("TSALLOC_EXPECT_DESIGN");

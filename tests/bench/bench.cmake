@@ -75,6 +75,22 @@ if(TARGET tsb-gentrace AND TARGET tsb-memsim)
     PASS_REGULAR_EXPRESSION "memsim: FAILED [^\n]*bench_bad.trace:3: free of empty slot 1")
 endif()
 
+# The harness floor (bench/floor) runs the workloads it is meant for, and the
+# result line must name it as malloc, so a preload that did not take effect
+# fails.
+if(TARGET tsb-floor)
+  foreach(spec "lecture1;--threads;4;--iters;2000" "fastpath;--iters;20000;--warmup;100"
+               "server;--threads;2;--slots;100;--rounds;3;--ops;500")
+    list(GET spec 0 wl)
+    list(SUBLIST spec 1 -1 wl_args)
+    add_test(NAME "bench_${wl}[floor]" COMMAND tsb-${wl} ${wl_args})
+    set_tests_properties("bench_${wl}[floor]" PROPERTIES TIMEOUT 60
+      ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:tsb-floor>"
+      PASS_REGULAR_EXPRESSION "(^|\n)${wl}: [^\n]*malloc_from=[^ ]*libtsb-floor.so ok"
+      FAIL_REGULAR_EXPRESSION "FAILED")
+  endforeach()
+endif()
+
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND AND TARGET tsbench-exec)
   # The runner on fake workloads and fake allocators (no matplotlib, no network).

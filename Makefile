@@ -21,8 +21,11 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The tests assert the default options: TSALLOC_* variables of the caller's
+# environment are removed (tests that need an option set it themselves).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	cd $(BUILD) && env $$(env | sed -n 's/^\(TSALLOC_[A-Za-z0-9_]*\)=.*/-u \1/p') \
+	    ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # Plots need matplotlib: a virtualenv made here, never a system-wide install.
 $(VENV)/bin/python:

@@ -41,6 +41,7 @@ size_t _ts_usable_checked(const void *p, const char *func) {
     }
     if (ts_page_state(page) != TS_PAGE_IN_USE || !ts_page_block_ok(page, (uintptr_t)p))
         _ts_invalid_pointer(func, p);
+    if (ts_block_marked(page, (void *)p)) _ts_double_free(func, p); /* freed already */
     return page->block_size;
 }
 

@@ -56,6 +56,12 @@ typedef struct lcache_entry {
     size_t size;
     size_t dirty; /* bytes still resident (all or nothing per region, roughly) */
     uint64_t freed_at;
+    /* All of it reads as zeros: set only by a purge that succeeded, never
+     * inferred from `dirty`, which is an estimate after splits. */
+    bool zero;
+    /* The OS refused to purge it (e.g. locked by mlockall): it is unmapped
+     * after the purge delay instead of purged again and again. */
+    bool stuck;
 } lcache_entry_t;
 
 static pthread_mutex_t lcache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -172,13 +178,18 @@ static void lcache_add(uintptr_t base, size_t size, size_t dirty, uint64_t when)
     e->size = size;
     e->dirty = dirty;
     e->freed_at = when;
+    e->zero = e->stuck = false;
     lcache_dirty += dirty;
     atomic_fetch_add(&_ts_stats.large_cached_count, 1);
     atomic_fetch_add(&_ts_stats.large_cached_bytes, size);
 }
 
 static void purge_entry(lcache_entry_t *e) {
-    _ts_os_purge((void *)e->base, e->size);
+    if (!_ts_os_purge((void *)e->base, e->size)) { /* contents and residency unchanged */
+        e->stuck = true;
+        return;
+    }
+    e->zero = true;
     lcache_dirty -= e->dirty;
     _ts_stat_decommit(e->dirty);
     atomic_fetch_sub(&_ts_stats.dirty, e->dirty);
@@ -222,14 +233,15 @@ static void lcache_put(uintptr_t base, size_t size) {
     while (lcache_dirty > limit) { /* over budget: purge the oldest resident ones */
         int old = -1;
         for (unsigned i = 0; i < lcache_n; i++)
-            if (lcache[i].dirty && (old < 0 || lcache[i].freed_at < lcache[old].freed_at))
+            if (lcache[i].dirty && !lcache[i].stuck &&
+                (old < 0 || lcache[i].freed_at < lcache[old].freed_at))
                 old = (int)i;
         if (old < 0) break;
         purge_entry(&lcache[old]);
     }
     if (_ts_purge_delay_ns() == 0)
         for (unsigned i = 0; i < lcache_n; i++)
-            if (lcache[i].dirty) purge_entry(&lcache[i]);
+            if (lcache[i].dirty && !lcache[i].stuck) purge_entry(&lcache[i]);
     pthread_mutex_unlock(&lcache_lock);
     if (evict.base) unmap_region(evict.base, evict.size, evict.dirty);
     _ts_purge_schedule();
@@ -284,24 +296,25 @@ uint64_t _ts_large_purge(uint64_t now, bool force) {
     pthread_mutex_lock(&lcache_lock);
     for (unsigned i = 0; i < lcache_n;) {
         lcache_entry_t *e = &lcache[i];
-        if (e->dirty) {
+        if (e->dirty && !e->stuck) {
             if (force || e->freed_at + delay <= now)
                 purge_entry(e);
             else if (e->freed_at + delay < next)
                 next = e->freed_at + delay;
         }
-        if (!e->dirty) {
-            if (force || e->freed_at + keep <= now) {
+        if (!e->dirty || e->stuck) {
+            uint64_t until = e->freed_at + (e->stuck ? delay : keep);
+            if (force || until <= now) {
                 drop[ndrop++] = *e;
                 lcache_remove_at(i);
                 continue;
             }
-            if (e->freed_at + keep < next) next = e->freed_at + keep;
+            if (until < next) next = until;
         }
         i++;
     }
     pthread_mutex_unlock(&lcache_lock);
-    for (unsigned i = 0; i < ndrop; i++) unmap_region(drop[i].base, drop[i].size, 0);
+    for (unsigned i = 0; i < ndrop; i++) unmap_region(drop[i].base, drop[i].size, drop[i].dirty);
     return next;
 }
 
@@ -322,7 +335,7 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
         /* From here the whole region counts as committed and none of it as free. */
         _ts_stat_commit(e.size - e.dirty);
         atomic_fetch_sub(&_ts_stats.dirty, e.dirty);
-        is_zero = e.dirty == 0;
+        is_zero = e.zero;
         if (e.size >= need) {
             p = e.base;
             need = e.size;
@@ -460,8 +473,7 @@ void *_ts_large_realloc(void *p, size_t size) {
         if (!q) {
             pthread_mutex_lock(&t->lock);
             table_remove(t, table_find(t, (uintptr_t)d));
-            pthread_mutex_unlock(&t->lock);
-            _ts_os_unmap(d, need);
+            pthread_mutex_unlock(&t->lock); /* d is released (os.h) */
             errno = ENOMEM;
             return NULL;
         }

@@ -39,7 +39,9 @@ TS_HIDDEN void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool 
 /* Move a mapping onto [target, target + new_size), replacing whatever is
  * mapped there (MREMAP_FIXED): lets a design keep its alignment while the
  * kernel moves the pages instead of copying them. NULL with ENOMEM on
- * failure (the old mapping is then untouched). */
+ * failure: the old mapping is then untouched, and the target released; the
+ * caller must not unmap it (kernels before 6.17 unmap it themselves before
+ * failing, and another thread may have mapped the range since). */
 TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target);
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */
@@ -91,11 +93,12 @@ TS_HIDDEN bool _ts_os_is_main_thread(void);
  * TS_OS_FAIL_*), the next `count` calls fail with ENOMEM (count < 0: all of
  * them). _ts_os_test_fail(0, 0, 0) turns it off. Not for production use; also
  * settable from the environment as TSALLOC_TEST_OS_FAIL=<ops>:<skip>:<count>,
- * with <ops> a list like "sbrk,mmap". */
+ * with <ops> a list like "sbrk,mmap" (names: mmap, sbrk, remap, purge). */
 enum {
     TS_OS_FAIL_MMAP = 1 << 0,  /* _ts_os_map, _ts_os_map_aligned */
     TS_OS_FAIL_SBRK = 1 << 1,  /* _ts_os_sbrk with a positive increment */
     TS_OS_FAIL_REMAP = 1 << 2, /* _ts_os_remap, _ts_os_remap_to */
+    TS_OS_FAIL_PURGE = 1 << 3, /* _ts_os_purge (as madvise fails on locked memory) */
 };
 TS_HIDDEN void _ts_os_test_fail(unsigned ops, long skip, long count);
 /* How many calls the hook has refused so far (for tests). */

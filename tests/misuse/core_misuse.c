@@ -39,6 +39,11 @@ static void do_usable(void *p) {
     (void)malloc_usable_size(p);
 }
 
+static void do_free_then_usable(void *p) {
+    free(p);
+    (void)malloc_usable_size(p);
+}
+
 static void *free_twice_in_thread(void *p) {
     free(p);
     free(p);
@@ -104,8 +109,9 @@ static void do_free_remote_apart(void *p) {
 /* realloc of a block already freed: freeing it again is a double free, and
  * reusing it would hand the same memory out twice. */
 static void do_realloc_freed(void *p) {
+    size_t grow = 2 * malloc_usable_size(p) + 100000;
     free(p);
-    void *volatile q = realloc(p, 2 * malloc_usable_size(p) + 100000);
+    void *volatile q = realloc(p, grow);
     (void)q;
 }
 /* A block boundary that was carved but never handed out. */
@@ -162,6 +168,12 @@ int main(void) {
            "realloc of a freed big block (its page kept empty)");
     expect(do_free_twice_apart, b, "tsalloc: free(): double free of %p", b,
            "big double free, apart");
+    /* The size of a freed block is a use after free, in every page kind. */
+    unsigned char *freed_kinds[] = {p, m, b};
+    for (int i = 0; i < 3; i++)
+        expect(do_free_then_usable, freed_kinds[i],
+               "tsalloc: malloc_usable_size(): double free of %p", freed_kinds[i],
+               "usable size of a freed block");
     expect(do_free, l + 4096, "tsalloc: free(): invalid pointer %p", l + 4096, "inside large");
     expect(do_free_twice, l, "tsalloc: free(): double free of %p", l, "large double free");
     expect(do_realloc, l + 64, "tsalloc: realloc(): invalid pointer %p", l + 64,

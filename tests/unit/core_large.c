@@ -121,7 +121,69 @@ static void test_many_live(void) {
     }
 }
 
+static int all_zero(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* Purge as if the purge delay had passed: regions stay mapped (they are
+ * unmapped only after ten times the delay), their pages go. */
+static void purge_cache_now(void) {
+    _ts_large_purge(_ts_os_now_ns() + _ts_purge_delay_ns() + 1, false);
+}
+
+/* A cached region with a few resident pages is split: the part that holds
+ * them must not be taken for zeros (calloc would skip its memset). */
+static void test_calloc_after_split(void) {
+    malloc_trim(0); /* empty cache: the layout below is the only region */
+    unsigned char *b = memalign(2 * MB, 16 * MB);
+    CHECK(b != NULL);
+    free(b);
+    unsigned char *head = malloc(MB), *small = memalign(128 * 1024, 4096);
+    CHECK_MSG(head == b && small == b + MB, "layout: %p %p from %p", (void *)head, (void *)small,
+              (void *)b);
+    free(head);
+    purge_cache_now(); /* [b, b+1M) and the rest after `small`: zeros */
+    memset(small, 0xAA, 4096);
+    free(small); /* one region again, 4 KiB of it resident, in the middle */
+    unsigned char *p1 = calloc(1, 600 * 1024), *p2 = calloc(1, 15 * MB);
+    CHECK(p1 != NULL && p2 != NULL);
+    CHECK_MSG(all_zero(p1, 600 * 1024), "calloc(600 KiB) from a split region is not zero");
+    CHECK_MSG(all_zero(p2, 15 * MB), "calloc(15 MiB) from a split region is not zero");
+    free(p1);
+    free(p2);
+}
+
+/* The OS refuses to purge (madvise fails on locked memory): the region keeps
+ * its contents, so calloc must clear it, and it is unmapped after the delay
+ * instead of purged again. */
+static void test_purge_refused(void) {
+    malloc_trim(0);
+    unsigned char *p = malloc(16 * MB);
+    CHECK(p != NULL);
+    memset(p, 0x5a, 16 * MB);
+    free(p);
+    _ts_os_test_fail(TS_OS_FAIL_PURGE, 0, -1);
+    long refused = _ts_os_test_failures();
+    purge_cache_now();
+    CHECK(_ts_os_test_failures() > refused);
+    unsigned char *q = calloc(1, 16 * MB);
+    CHECK(q != NULL);
+    CHECK_MSG(all_zero(q, 16 * MB), "calloc from a region whose purge was refused is not zero");
+    memset(q, 0x5a, 16 * MB);
+    free(q);
+    size_t cached = atomic_load(&_ts_stats.large_cached_bytes);
+    purge_cache_now(); /* refused again: the region is unmapped */
+    _ts_os_test_fail(0, 0, 0);
+    CHECK_MSG(atomic_load(&_ts_stats.large_cached_bytes) + 16 * MB <= cached,
+              "a region that cannot be purged stays cached (%zu bytes, %zu before)",
+              (size_t)atomic_load(&_ts_stats.large_cached_bytes), cached);
+}
+
 int main(void) {
+    test_calloc_after_split();
+    test_purge_refused();
     test_basic();
     test_realloc();
     test_calloc_reuse();

@@ -23,12 +23,12 @@
 
 #include "check.h"
 
-static int report_fd = -1;
-static void say_exited(void) {
-    sigset_t blocked; /* on a thread of the program's, not one that blocks everything */
+/* Exit handlers run on a thread of the program's, not one that blocks
+ * every signal. */
+static void check_exit_thread(void) {
+    sigset_t blocked;
     CHECK(pthread_sigmask(SIG_BLOCK, NULL, &blocked) == 0);
     CHECK(!sigismember(&blocked, SIGTERM));
-    ts_report_exit(report_fd);
 }
 
 /* Enough memory that the helper starts however many threads have heaps. */
@@ -80,14 +80,9 @@ static void *worker_without_heap(void *arg) {
 }
 
 static void run_case(void *(*worker)(void *), int allocate_in_main) {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = ts_fork_exit_reported();
     if (pid == 0) {
-        close(fds[0]);
-        report_fd = fds[1];
-        CHECK(atexit(say_exited) == 0);
+        CHECK(atexit(check_exit_thread) == 0);
         main_thread = pthread_self();
         if (allocate_in_main) allocate_and_free();
         pthread_t t;
@@ -95,8 +90,7 @@ static void run_case(void *(*worker)(void *), int allocate_in_main) {
         if (allocate_in_main) CHECK_EQ(ts_thread_count(), 3); /* main, worker, helper */
         pthread_exit(NULL);
     }
-    close(fds[1]);
-    ts_expect_clean_exit(pid, fds[0]);
+    ts_expect_clean_exit(pid);
 }
 
 int main(void) {

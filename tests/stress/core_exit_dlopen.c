@@ -33,11 +33,6 @@ static void (*lib_free)(void *);
 static pthread_key_t key;
 static pthread_t main_thread;
 static int rounds;
-static int report_fd = -1;
-
-static void say_exited(void) {
-    ts_report_exit(report_fd);
-}
 
 /* Asks to be called again until the last round, then makes the calling
  * thread's heap, whose destructor glibc will not run. On a worker it then
@@ -71,19 +66,13 @@ static void *worker_late_heap(void *arg) {
 }
 
 static void run_case(const char *lib_path, int main_late_heap) {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = ts_fork_exit_reported();
     if (pid == 0) {
-        close(fds[0]);
-        report_fd = fds[1];
         void *lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
         CHECK_MSG(lib != NULL, "dlopen %s: %s", lib_path, dlerror());
         lib_malloc = (void *(*)(size_t))dlsym(lib, "ts_malloc");
         lib_free = (void (*)(void *))dlsym(lib, "ts_free");
         CHECK(lib_malloc && lib_free);
-        CHECK(atexit(say_exited) == 0);
         main_thread = pthread_self();
         CHECK(pthread_key_create(&key, destructor) == 0);
         pthread_t t;
@@ -97,8 +86,7 @@ static void run_case(const char *lib_path, int main_late_heap) {
         }
         pthread_exit(NULL);
     }
-    close(fds[1]);
-    ts_expect_clean_exit(pid, fds[0]);
+    ts_expect_clean_exit(pid);
 }
 
 int main(int argc, char **argv) {

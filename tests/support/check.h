@@ -174,10 +174,34 @@ static inline int ts_expect_abort(void (*fn)(void *), void *arg, const char *exp
 
 #define TS_EXIT_MARK "exit handlers ran"
 
-/* In the child's atexit handler: tell the parent, through the pipe's write
- * end fd, that exit handlers ran. */
-static inline void ts_report_exit(int fd) {
+/* The pipe between the parent and the child of ts_fork_exit_reported: the
+ * write end in the child, the read end in the parent. */
+static inline int *ts_exit_pipe_fd(void) {
+    static int fd = -1;
+    return &fd;
+}
+static inline void ts_report_exit(void) {
+    int fd = *ts_exit_pipe_fd();
     CHECK(write(fd, TS_EXIT_MARK, sizeof TS_EXIT_MARK - 1) == (ssize_t)(sizeof TS_EXIT_MARK - 1));
+}
+
+/* fork(), with the child's exit handlers made to tell the parent that they
+ * ran (an atexit handler registered here). 0 in the child, its pid in the
+ * parent, which then calls ts_expect_clean_exit. */
+static inline pid_t ts_fork_exit_reported(void) {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        *ts_exit_pipe_fd() = fds[1];
+        CHECK(atexit(ts_report_exit) == 0);
+    } else {
+        close(fds[1]);
+        *ts_exit_pipe_fd() = fds[0];
+    }
+    return pid;
 }
 
 static inline pid_t *ts_awaited_child(void) {
@@ -192,10 +216,10 @@ static inline void ts_child_hangs(int sig) {
     _exit(1);
 }
 
-/* In the parent: child pid must exit with status 0 within 20 s (a process
- * kept alive by a thread of ours fails here) after its exit handlers wrote
- * TS_EXIT_MARK to the pipe whose read end is fd (closed here). */
-static inline void ts_expect_clean_exit(pid_t pid, int fd) {
+/* In the parent: the child of ts_fork_exit_reported must exit with status 0
+ * within 20 s (a process kept alive by a thread of ours fails here), after
+ * its exit handlers ran. */
+static inline void ts_expect_clean_exit(pid_t pid) {
     *ts_awaited_child() = pid;
     signal(SIGALRM, ts_child_hangs);
     alarm(20);
@@ -203,6 +227,7 @@ static inline void ts_expect_clean_exit(pid_t pid, int fd) {
     CHECK(waitpid(pid, &status, 0) == pid);
     alarm(0);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    int fd = *ts_exit_pipe_fd();
     char buf[64] = {0};
     CHECK(read(fd, buf, sizeof buf - 1) == (ssize_t)(sizeof TS_EXIT_MARK - 1));
     CHECK(strcmp(buf, TS_EXIT_MARK) == 0);

@@ -24,6 +24,11 @@ extern "C" {
 #define TS_NORETURN    __attribute__((noreturn))
 #define TS_EXPORT      __attribute__((visibility("default")))
 #define TS_TLS         __thread __attribute__((tls_model("initial-exec")))
+/* A function that reads other threads' plain counters without synchronising:
+ * statistics snapshots, which may be a few counts off but never change the
+ * heap. Kept out of ThreadSanitizer so that its reports are races that matter
+ * (tests/stress/core_tsan.c prints statistics while threads allocate). */
+#define TS_RACY_READER __attribute__((no_sanitize("thread"), noinline))
 
 /* Every block any tsalloc design returns is aligned to this. */
 #define TS_MIN_ALIGN 16

@@ -722,7 +722,7 @@ void _ts_segments_atfork_child(void) {
  * (racy reads: a snapshot). Blocks waiting in a freeing thread's batch count
  * as live, and so do the free blocks of other threads' head pages (only the
  * owner may walk a head's list: see internal.h on `used`). */
-void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]) {
+TS_RACY_READER void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]) {
     uintptr_t self = (uintptr_t)_ts_tls_heap;
     pthread_mutex_lock(&registry_lock);
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {

@@ -42,7 +42,7 @@ void _ts_stat_decommit(size_t bytes) {
     atomic_fetch_sub_explicit(&_ts_stats.committed, bytes, memory_order_relaxed);
 }
 
-static uint64_t rd(const uint64_t *p) {
+TS_RACY_READER static uint64_t rd(const uint64_t *p) {
     return *(const volatile uint64_t *)p;
 }
 

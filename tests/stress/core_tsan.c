@@ -3,8 +3,10 @@
  * program, which drives them through the ts_* API (names TSan does not
  * intercept) from threads that allocate, hand blocks to each other through a
  * ring, free other threads' blocks, realloc, and exit while their blocks are
- * still alive (heap abandonment and adoption). Any report fails the test
- * (TSAN_OPTIONS=halt_on_error=1:exitcode=66 is set by ctest).
+ * still alive (heap abandonment and adoption), while another thread prints
+ * statistics (it reads every heap's counters as they change) and changes the
+ * purge delay. Any report fails the test (TSAN_OPTIONS=halt_on_error=1:
+ * exitcode=66 is set by ctest).
  *
  * usage: core_tsan [threads=4] [rounds=3] [ops=20000]
  */
@@ -60,17 +62,38 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* Statistics and options while the workers run: what a monitoring thread of
+ * a server would do. */
+static atomic_int workers_done;
+static void *observer(void *arg) {
+    FILE *sink = arg;
+    long long delays[2] = {0, 100};
+    for (unsigned n = 0; !atomic_load(&workers_done); n++) {
+        ts_stats_print(sink);
+        ts_stats_print_json(sink);
+        CHECK(ts_option_set("purge_delay_ms", delays[n & 1]));
+        CHECK(ts_option_get("purge_delay_ms") >= 0);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) nthreads = atoi(argv[1]);
     if (argc > 2) rounds = atoi(argv[2]);
     if (argc > 3) ops = atol(argv[3]);
-    pthread_t t[64];
+    pthread_t t[64], obs;
     CHECK(nthreads <= 64);
+    FILE *sink = fopen("/dev/null", "w");
+    CHECK(sink);
+    CHECK(pthread_create(&obs, NULL, observer, sink) == 0);
     for (int r = 0; r < rounds; r++) {
         for (long i = 0; i < nthreads; i++)
             CHECK(pthread_create(&t[i], NULL, worker, (void *)(i + 100 * r)) == 0);
         for (int i = 0; i < nthreads; i++) pthread_join(t[i], NULL);
     }
+    atomic_store(&workers_done, 1);
+    pthread_join(obs, NULL);
+    fclose(sink);
     for (int i = 0; i < RING; i++) ts_free(atomic_exchange(&ring[i], NULL));
     printf("core_tsan: ok\n");
     return 0;

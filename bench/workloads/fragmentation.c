@@ -54,7 +54,7 @@ static void *worker(void *arg) {
 
     /* Free a random (100 - keep)% in random order: shuffle, free a prefix. */
     for (long i = count - 1; i > 0; i--) {
-        long j = (long)(tsb_rand(&rng) % (uint64_t)(i + 1)), t = order[i];
+        long j = (long)tsb_range(&rng, 0, (size_t)i), t = order[i];
         order[i] = order[j];
         order[j] = t;
     }

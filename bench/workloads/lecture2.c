@@ -26,8 +26,12 @@ typedef struct {
     long id;
 } pair_t;
 
-static size_t block_size(long j) {
-    return sizeof(int) * (size_t)((j % opt_classes) + 1);
+/* Block j of a batch has 4 * ((j % classes) + 1) bytes; *k walks j % classes
+ * without a division per block (the seed's N is a constant, a mask). */
+static size_t next_block_size(long *k) {
+    size_t n = sizeof(int) * (size_t)(*k + 1);
+    if (++*k == opt_classes) *k = 0;
+    return n;
 }
 static uint64_t block_tag(const pair_t *b, long seq) {
     return ((uint64_t)b->id << 40) ^ (uint64_t)seq;
@@ -38,8 +42,9 @@ static void *produce(void *arg) {
     long seq = 0;
     for (long i = 0; i < opt_batches; i++) {
         sem_wait(&b->empty);
+        long k = 0;
         for (long j = 0; j < opt_batch; j++, seq++) {
-            size_t n = block_size(j);
+            size_t n = next_block_size(&k);
             void *p = malloc(n);
             if (!p) tsb_fail("malloc(%zu) returned NULL", n);
             tsb_tag(p, n, block_tag(b, seq));
@@ -57,8 +62,9 @@ static void *consume(void *arg) {
     uint64_t bytes = 0;
     for (long i = 0; i < opt_batches; i++) {
         sem_wait(&b->occupied);
+        long k = 0;
         for (long j = 0; j < opt_batch; j++, seq++) {
-            size_t n = block_size(j);
+            size_t n = next_block_size(&k);
             void *p = b->ring[b->next_out];
             bad += !tsb_tag_ok(p, n, block_tag(b, seq));
             bytes += n;
@@ -107,7 +113,8 @@ int main(int argc, char **argv) {
     double elapsed = tsb_now() - t0;
 
     uint64_t expect = 0, got = 0;
-    for (long j = 0; j < opt_batch; j++) expect += block_size(j);
+    long k = 0;
+    for (long j = 0; j < opt_batch; j++) expect += next_block_size(&k);
     expect *= (uint64_t)opt_batches * (uint64_t)opt_pairs;
     for (long i = 0; i < opt_pairs; i++) {
         if (pairs[i].bad) tsb_fail("pair %ld: %ld blocks arrived corrupted", i, pairs[i].bad);

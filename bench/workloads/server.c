@@ -51,7 +51,7 @@ static void release_slot(array_t *a, long k) {
 static void *worker(void *arg) {
     array_t *a = arg;
     for (long i = 0; i < opt_ops; i++) {
-        long k = (long)(tsb_rand(&a->rng) % (uint64_t)opt_slots);
+        long k = (long)tsb_range(&a->rng, 0, (size_t)opt_slots - 1);
         release_slot(a, k);
         fill_slot(a, k);
     }

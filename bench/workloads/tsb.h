@@ -136,9 +136,12 @@ static TSB_UNUSED uint64_t tsb_rand(uint64_t *s) {
     *s = x;
     return x * 0x2545f4914f6cdd1dull;
 }
-/* Uniform in [lo, hi]. */
+/* Uniform in [lo, hi] (to within 2^-64 per value): the high half of a
+ * 64x64-bit product, not a remainder. A 64-bit division costs tens of cycles,
+ * and a workload's loop should spend its time in the allocator. */
 static TSB_UNUSED size_t tsb_range(uint64_t *s, size_t lo, size_t hi) {
-    return lo + (size_t)(tsb_rand(s) % (hi - lo + 1));
+    unsigned __int128 scaled = (unsigned __int128)tsb_rand(s) * ((uint64_t)(hi - lo) + 1);
+    return lo + (size_t)(scaled >> 64);
 }
 
 /* ---- scratch memory that does not come from the allocator under test ---- */

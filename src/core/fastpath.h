@@ -10,17 +10,16 @@
  *   count. Up to 64 KiB: 4 more to find the class. One unlikely branch to
  *   _ts_malloc_generic (empty list, larger sizes, the first call of a
  *   thread).
- * - free by the owning thread of a block of a head page: 36 instructions:
- *   prove the pointer is ours (segment map, before reading any header), find
- *   its page (segment mask + shift), check it is a block boundary the page
- *   handed out (one multiply, one rotate, one compare), that the block is not
- *   free already (its free mark), that the page is this heap's head for its
- *   class, and push it, marked (LIFO: the next malloc of the class gets the
- *   block freed last, still in cache). Head pages count no `used` on either
- *   path.
- *   Blocks of the owner's other pages count `used` (~3 more); another
- *   thread's block goes on the open batch for its page (~12 more), else to
- *   _ts_free_other; anything unusual to _ts_free_slow.
+ * - free by the owning thread: 40 instructions: prove the pointer is ours
+ *   (segment map, before reading any header), find its page (segment mask +
+ *   shift), check it is a block boundary the page handed out (one multiply,
+ *   one rotate, one compare), that the block is not free already (its free
+ *   mark), that the page is this heap's, push it, marked (LIFO: on the head
+ *   page the next malloc of the class gets the block freed last, still in
+ *   cache), and count `used` down. The head page and the others take the
+ *   same path: a branch on which would be mispredicted on random frees.
+ *   Another thread's block goes on the open batch for its page (~12 more),
+ *   else to _ts_free_other; anything unusual to _ts_free_slow.
  * Latency: in a loop that frees a block and mallocs its class again, the
  * malloc's load of page->free waits for the free's store to it; so the
  * free computes the page of a small-page block from the pointer alone (the
@@ -81,17 +80,16 @@ TS_INLINE void ts_core_free_inline(void *p) {
     if (ts_unlikely(*ts_mark_word(block) == mark)) goto slow; /* free already */
     ts_heap_t *heap = _ts_tls_heap;
     uintptr_t owner = ts_page_owner(page);
-    if (ts_likely(owner == (uintptr_t)heap + TS_OWNER_HEAD)) {
+    if (ts_likely((owner & ~TS_OWNER_HEAD) == (uintptr_t)heap)) {
+        /* Ours, the head or not: one path, so that random frees do not
+         * mispredict a branch on which. A head's `used` only drifts down
+         * from a bias here (internal.h). */
+        uint32_t used = page->used - 1;
         block->next = page->free;
         *ts_mark_word(block) = mark;
         page->free = block;
-        return;
-    }
-    if (owner == (uintptr_t)heap) { /* one of our pages that is not a head: counted */
-        block->next = page->free;
-        *ts_mark_word(block) = mark;
-        page->free = block;
-        if (ts_unlikely(--page->used == 0)) _ts_page_empty_at_free(heap, page);
+        page->used = used;
+        if (ts_unlikely(used == 0)) _ts_page_empty_at_free(heap, page);
         return;
     }
     /* Another thread's block (or our full page). A batch already open for

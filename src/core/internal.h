@@ -14,18 +14,20 @@
  *   one heap (page->owner) or to no heap when its thread has exited.
  * - list class: a class of small or medium pages (blocks up to 64 KiB). The
  *   first page of its queue is the heap's "head" page for the class, the one
- *   malloc pops blocks from; while it is head its `used` is not counted.
+ *   malloc pops blocks from; while it is head its `used` is not exact.
  *
  * Invariants:
  * - The owner thread allocates and frees on its pages without atomics or locks;
  *   other threads only push onto page->thread_free (or a heap's delayed list).
  * - page->used counts the carved blocks that are not on page->free (handed
  *   out, or waiting in thread_free or in a remote freer's batch), except on
- *   the head page of a list class: there malloc and the owner's frees do not
- *   count, and used = (blocks out) + (length of page->free); the length is
- *   subtracted, walking the list, when the page stops being head. So the
- *   fast paths of the common case touch no counter, and a head page never
- *   reaches used == 0. A page is retired only at used == 0.
+ *   the head page of a list class: there malloc does not count, the owner's
+ *   frees count down from TS_HEAD_USED_BIAS (set when the page becomes head,
+ *   and again in the rare case it reaches 0), and the exact count, capacity
+ *   minus the length of page->free, is computed by walking the list when the
+ *   page stops being head. So malloc's fast path touches no counter, free's
+ *   is the same for every page of the heap, and a head page is never
+ *   retired. A page is retired only at used == 0.
  * - _ts_segmap[p >> 22] holds the page shift (16, 19, 22) of the segment at
  *   that 4 MiB chunk only while the segment is mapped, TS_MAP_LARGE where
  *   large blocks are or were (then the large-block table decides), else 0.
@@ -159,10 +161,12 @@ TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
 /* page->owner: the heap, with TS_OWNER_FULL set while the page is in its full
  * list or kept empty (so the owner's free fast path falls into the slow path
  * and moves it back), or TS_OWNER_HEAD while it is the head page of a list
- * class (the owner's free fast path does not count `used`). Never both. */
+ * class (its `used` is not exact). Never both. */
 #define TS_OWNER_FULL  ((uintptr_t)1)
 #define TS_OWNER_HEAD  ((uintptr_t)2)
 #define TS_OWNER_FLAGS ((uintptr_t)3)
+/* A head page's `used` while it is head (see the invariants above). */
+#define TS_HEAD_USED_BIAS ((uint32_t)1 << 31)
 
 /* Page states in the segment (changed under the segment lock). */
 enum { TS_PAGE_FREE_CLEAN = 0, TS_PAGE_FREE_DIRTY, TS_PAGE_IN_USE, TS_PAGE_HEADER };

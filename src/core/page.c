@@ -8,17 +8,17 @@
  *
  * List classes (blocks up to 64 KiB, small and medium pages): while a page is
  * the head ("installed": page->owner carries TS_OWNER_HEAD, heap->direct[]
- * and heap->head[] point at it) malloc pops its free list and the owner's
- * frees push onto it without counting `used`; `used` counts all its free
- * blocks as out, and the list's length is subtracted when it stops being
- * head ("released"). A head is kept while its blocks are all free: that is
- * the hysteresis at the size-class boundary (a loop that mallocs and frees
- * one block keeps reusing its page instead of retiring and re-initialising it
- * on every call). Idle heads are retired by the heap's periodic collection.
- * Big pages (4 MiB) use the page's own list: an empty big head is kept as
- * heap->empty_big (one per heap), reused as is by the next request of its
- * class or re-initialised for another, and retired when idle, so that an idle
- * thread does not keep one per class resident.
+ * and heap->head[] point at it) malloc pops its free list without counting
+ * `used`, and the owner's frees push onto it and count `used` down from a
+ * bias, as on any other page; `used` is made exact (capacity minus the list's
+ * length) when it stops being head ("released"). A head is kept while its
+ * blocks are all free: that is the hysteresis at the size-class boundary (a
+ * loop that mallocs and frees one block keeps reusing its page instead of
+ * retiring and re-initialising it on every call). Idle heads are retired by
+ * the heap's periodic collection. Big pages (4 MiB) use the page's own list:
+ * an empty big head is kept as heap->empty_big (one per heap), reused as is
+ * by the next request of its class or re-initialised for another, and retired
+ * when idle, so that an idle thread does not keep one per class resident.
  *
  * Invariants:
  * - Only the owner thread touches free, used, the queues; other threads only
@@ -61,22 +61,23 @@ static void head_install(ts_heap_t *heap, ts_page_t *page) {
     set_direct(heap, page->cls, page);
     if (!ts_class_is_list(page->cls)) return;
     page->is_head = 1;
-    page->used = page->capacity; /* its free blocks (capacity - used of them) count as out */
+    page->used = TS_HEAD_USED_BIAS; /* frees count down, mallocs do not count */
     atomic_store_explicit(&page->owner, (uintptr_t)heap | TS_OWNER_HEAD, memory_order_relaxed);
 }
 
-/* The head stops being head: `used` is exact again. */
+/* The head stops being head: `used` is exact again (the blocks not on the
+ * free list: out, or pending in thread_free). */
 static void head_release(ts_heap_t *heap, ts_page_t *page) {
     set_direct(heap, page->cls, &_ts_page_empty);
     if (!page->is_head) return;
     page->is_head = 0;
-    page->used -= chain_length(page);
+    page->used = page->capacity - chain_length(page);
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
 }
 
 /* Blocks of the page in use (the owner thread only). */
 uint32_t _ts_page_live(const ts_page_t *page) {
-    return page->is_head ? page->used - chain_length(page) : page->used;
+    return page->is_head ? page->capacity - chain_length(page) : page->used;
 }
 
 /* ---- queues ---------------------------------------------------------------- */
@@ -203,7 +204,6 @@ static bool page_extend(ts_page_t *page) {
     ts_block_mark(page, b);
     page->free = (ts_block_t *)first;
     page->capacity += n;
-    if (page->is_head) page->used += n;
     atomic_store_explicit(&page->carved, page->capacity, memory_order_release);
     return true;
 }
@@ -410,8 +410,12 @@ void _ts_page_uncache(ts_heap_t *heap) {
     page_release(heap, page);
 }
 
-/* used == 0 on the free fast path (a page that is not a head). */
+/* used == 0 on the free fast path. */
 void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
+    if (page->is_head) { /* 2^31 frees since it became head: not exact, not empty */
+        page->used = TS_HEAD_USED_BIAS;
+        return;
+    }
     if (page->block_size > TS_MEDIUM_PAGE_MAX && heap->queue[page->cls].first == page)
         page_cache(heap, page);
     else

@@ -30,8 +30,9 @@ static void run(void *(*fn)(void *)) {
 }
 
 /* A fresh page hands out consecutive blocks. While it is the head of its
- * class, malloc and free do not count `used` (the free list's length is
- * subtracted when asked); a page that is not the head counts exactly. */
+ * class, malloc does not count `used` and free counts it down from a bias
+ * (the exact count is capacity minus the free list's length, when asked); a
+ * page that is not the head counts exactly. */
 static void *one_page(void *arg) {
     (void)arg;
     void *p[100];
@@ -41,7 +42,7 @@ static void *one_page(void *arg) {
     CHECK_EQ(page->cls, ts_class_of(40));
     CHECK(page->is_head);
     CHECK_EQ(_ts_page_live(page), 100);
-    CHECK_EQ(page->used, page->capacity); /* a head counts its free blocks as out */
+    CHECK_EQ(page->used, TS_HEAD_USED_BIAS); /* mallocs on a head do not count */
     CHECK_EQ(ts_page_owner(page), (uintptr_t)_ts_tls_heap | TS_OWNER_HEAD);
     CHECK_EQ(page->state, TS_PAGE_IN_USE);
     for (int i = 0; i < 100; i++) {
@@ -50,10 +51,22 @@ static void *one_page(void *arg) {
         CHECK_EQ(malloc_usable_size(p[i]), 48);
     }
     for (int i = 0; i < 100; i++) free(p[i]);
-    CHECK_EQ(_ts_page_live(page), 0); /* the head stays, empty */
+    CHECK_EQ(page->used, TS_HEAD_USED_BIAS - 100); /* frees do */
+    CHECK_EQ(_ts_page_live(page), 0);              /* the head stays, empty */
     void *q = malloc(33);
     CHECK(page_of(q) == page); /* ... and serves the next request */
+    /* After 2^31 frees a head's count reaches 0: it must be biased again, not
+     * retired (the page would go back to its segment with blocks in use). */
+    void *keep = malloc(33);
+    page->used = 1;
     free(q);
+    CHECK(page->is_head && page->state == TS_PAGE_IN_USE);
+    CHECK_EQ(page->used, TS_HEAD_USED_BIAS);
+    CHECK_EQ(_ts_page_live(page), 1);
+    q = malloc(33);
+    CHECK(page_of(q) == page && q != keep);
+    free(q);
+    free(keep);
 
     /* Fill the page: it goes to the full list with every block counted; the
      * next page is the head. Frees into it count exactly. */

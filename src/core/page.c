@@ -186,7 +186,8 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
 }
 
-/* Carve the next blocks into the (empty) free list; a head counts them as out. */
+/* Carve the next blocks into the (empty) free list (a head's used is settled
+ * from capacity when it stops being head). */
 static bool page_extend(ts_page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (!left) return false;
@@ -210,7 +211,8 @@ static bool page_extend(ts_page_t *page) {
 
 /* Take the blocks other threads freed; they become the free list (which is
  * empty when this is called, or the page is about to be retired). A head's
- * stay counted in used. No walk to count them: the count travels in the word. */
+ * used is settled from the list when it stops being head. No walk to count
+ * them: the count travels in the word. */
 static void page_take_remote(ts_page_t *page) {
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &w,

@@ -729,12 +729,13 @@ TS_RACY_READER void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]) {
         for (unsigned i = seg->first_page; i < seg->page_count; i++) {
             const ts_page_t *page = &seg->pages[i];
             if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
-            uintptr_t owner = ts_page_owner(page);
-            uint32_t used =
-                owner == (self | TS_OWNER_HEAD) ? _ts_page_live(page)
-                : owner & TS_OWNER_HEAD
-                    ? (uint32_t)atomic_load_explicit(&page->carved, memory_order_relaxed)
-                    : *(const volatile uint32_t *)&page->used;
+            /* Another thread's page may become a head between any two reads,
+             * and a head's used is a bias (internal.h): at most carved. */
+            uint32_t carved = (uint32_t)atomic_load_explicit(&page->carved, memory_order_relaxed);
+            uint32_t used = ts_page_owner(page) == (self | TS_OWNER_HEAD)
+                                ? _ts_page_live(page)
+                                : *(const volatile uint32_t *)&page->used;
+            if (used > carved) used = carved;
             uint32_t pending =
                 ts_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
             if (used > pending && page->cls < TS_CLASS_COUNT) live[page->cls] += used - pending;

@@ -34,9 +34,9 @@
  *   free() consults it before reading any header, so foreign pointers are
  *   rejected without touching their memory.
  *
- * Lock order (outermost first): orphan_lock, heap pool lock, abandoned lock,
- * segment cache lock, registry lock, segment spinlocks, segment reserve lock,
- * large-table stripes, large cache lock, purge mutex. No lock is held across
+ * Lock order (outermost first): orphan_lock, heap pool lock, reclaim lock,
+ * abandoned lock, segment cache lock, registry lock, segment spinlocks,
+ * segment reserve lock, large-table stripes, large cache lock, purge mutex. No lock is held across
  * pthread_create or any call that may allocate.
  */
 #ifndef TS_CORE_INTERNAL_H

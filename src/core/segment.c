@@ -45,6 +45,10 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *cache_list;
 static size_t cache_count;
 
+/* One reclaim pass at a time: a pass takes the whole abandoned list, so
+ * malloc_trim running beside the helper's pass would find it empty and give
+ * nothing back. Taken before abandoned_lock. */
+static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *abandoned_list;
 static _Atomic size_t abandoned_count;
@@ -484,7 +488,16 @@ static void page_reclaim(ts_segment_t *seg, ts_page_t *page) {
 
 /* Give back the pages of dead threads whose blocks were all freed since. */
 uint64_t _ts_abandoned_reclaim(bool force) {
-    if (!atomic_exchange(&abandoned_dirty, 0) && !force) return UINT64_MAX;
+    if (!force) {
+        if (pthread_mutex_trylock(&reclaim_lock)) return UINT64_MAX; /* a pass is running */
+        if (!atomic_exchange(&abandoned_dirty, 0)) {
+            pthread_mutex_unlock(&reclaim_lock);
+            return UINT64_MAX;
+        }
+    } else {
+        pthread_mutex_lock(&reclaim_lock); /* after a running pass, its own */
+        atomic_store(&abandoned_dirty, 0);
+    }
     pthread_mutex_lock(&abandoned_lock);
     ts_segment_t *list = abandoned_list;
     abandoned_list = NULL;
@@ -524,6 +537,7 @@ uint64_t _ts_abandoned_reclaim(bool force) {
         pthread_mutex_unlock(&abandoned_lock);
         atomic_fetch_add(&_ts_stats.segments_abandoned, kept);
     }
+    pthread_mutex_unlock(&reclaim_lock);
     return UINT64_MAX;
 }
 
@@ -694,6 +708,7 @@ void _ts_heap_release_segments(ts_heap_t *heap) {
 /* ---- fork ------------------------------------------------------------------------------- */
 
 void _ts_segments_atfork_prepare(void) {
+    pthread_mutex_lock(&reclaim_lock);
     pthread_mutex_lock(&abandoned_lock);
     pthread_mutex_lock(&cache_lock);
     pthread_mutex_lock(&registry_lock);
@@ -707,6 +722,7 @@ void _ts_segments_atfork_parent(void) {
     pthread_mutex_unlock(&registry_lock);
     pthread_mutex_unlock(&cache_lock);
     pthread_mutex_unlock(&abandoned_lock);
+    pthread_mutex_unlock(&reclaim_lock);
 }
 
 void _ts_segments_atfork_child(void) {
@@ -715,6 +731,7 @@ void _ts_segments_atfork_child(void) {
     pthread_mutex_init(&registry_lock, NULL);
     pthread_mutex_init(&cache_lock, NULL);
     pthread_mutex_init(&abandoned_lock, NULL);
+    pthread_mutex_init(&reclaim_lock, NULL);
     pthread_mutex_init(&reserve_lock, NULL);
 }
 

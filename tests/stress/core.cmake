@@ -22,6 +22,10 @@ if(TARGET tsalloc-tsalloc-static)
           ENV TSALLOC_HUGE_PAGES=1 TSALLOC_PURGE_DELAY_MS=1)
   target_compile_definitions(core_stress_huge PRIVATE CORE_STRESS_INTERNAL)
 
+  # malloc_trim beside the helper's reclaim of abandoned segments.
+  ts_test(core_trim SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_trim.c
+          LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_PURGE_DELAY_MS=0)
+
   # libtsalloc loaded with dlopen, main's heap made in its last destructor round.
   add_executable(core_exit_dlopen ${CMAKE_CURRENT_LIST_DIR}/core_exit_dlopen.c)
   target_include_directories(core_exit_dlopen PRIVATE ${TS_TEST_SUPPORT})

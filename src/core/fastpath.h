@@ -83,7 +83,8 @@ TS_INLINE void ts_core_free_inline(void *p) {
     if (ts_likely((owner & ~TS_OWNER_HEAD) == (uintptr_t)heap)) {
         /* Ours, the head or not: one path, so that random frees do not
          * mispredict a branch on which. A head's `used` only drifts down
-         * from a bias here (internal.h). */
+         * from a bias here (internal.h). Loaded before the block's stores:
+         * a decrement in place after them was 3-4% slower on a one-size loop. */
         uint32_t used = page->used - 1;
         block->next = page->free;
         *ts_mark_word(block) = mark;

@@ -22,15 +22,6 @@
 
 #define MB ((size_t)1 << 20)
 
-/* RSS without stdio (which would allocate). */
-static size_t rss(void) {
-    char buf[128];
-    CHECK(ts_read_file("/proc/self/statm", buf, sizeof buf) > 0);
-    char *p = buf;
-    while (*p && *p != ' ') p++;
-    return (size_t)strtoul(p, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -42,7 +33,7 @@ static double now_s(void) {
 static double wait_rss_below(size_t limit, double deadline_s) {
     double t0 = now_s();
     while (now_s() - t0 < deadline_s) {
-        if (rss() <= limit) return now_s() - t0;
+        if (ts_rss_bytes() <= limit) return now_s() - t0;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -95,8 +86,8 @@ static void phase(const char *name, size_t base, size_t high) {
     CHECK_MSG(high > base + 30 * MB, "%s: allocation did not raise RSS (%zu -> %zu KB)", name,
               base >> 10, high >> 10);
     double t = wait_rss_below(limit, 20.0);
-    CHECK_MSG(t >= 0, "%s: RSS stayed at %zu KB (base %zu KB, peak %zu KB)", name, rss() >> 10,
-              base >> 10, high >> 10);
+    CHECK_MSG(t >= 0, "%s: RSS stayed at %zu KB (base %zu KB, peak %zu KB)", name,
+              ts_rss_bytes() >> 10, base >> 10, high >> 10);
     printf("%s: rss %zu -> %zu KB, back under %zu KB after %.0f ms\n", name, base >> 10, high >> 10,
            limit >> 10, t * 1000);
 }
@@ -104,27 +95,27 @@ static void phase(const char *name, size_t base, size_t high) {
 int main(void) {
     free(malloc(1));
     /* 1 */
-    size_t base = rss();
+    size_t base = ts_rss_bytes();
     allocate_all();
-    size_t high = rss();
+    size_t high = ts_rss_bytes();
     free_all();
     phase("same thread", base, high);
     /* 2 */
-    base = rss();
+    base = ts_rss_bytes();
     pthread_t t;
     CHECK(pthread_create(&t, NULL, allocating_thread, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
-    high = rss();
+    high = ts_rss_bytes();
     free_all();
     phase("freed by another thread after its owner exited", base, high);
     /* 3 */
-    base = rss();
+    base = ts_rss_bytes();
     for (int i = 0; i < NLARGE; i++) {
         large[i] = malloc(15 * MB);
         CHECK(large[i] != NULL);
         memset(large[i], 4, 15 * MB);
     }
-    high = rss();
+    high = ts_rss_bytes();
     for (int i = 0; i < NLARGE; i++) free(large[i]);
     phase("large blocks", base, high);
     return 0;

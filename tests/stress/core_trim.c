@@ -35,20 +35,11 @@ static void *fill(void *arg) {
     return NULL;
 }
 
-/* RSS in bytes, without stdio. */
-static size_t rss(void) {
-    char buf[128];
-    CHECK(ts_read_file("/proc/self/statm", buf, sizeof buf) > 0);
-    char *p = buf;
-    while (*p && *p != ' ') p++;
-    return (size_t)strtoul(p, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 30;
     free(malloc(1));
     malloc_trim(0);
-    size_t base = rss();
+    size_t base = ts_rss_bytes();
     for (int r = 0; r < rounds; r++) {
         pthread_t t[THREADS];
         for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&t[i], NULL, fill, blocks[i]) == 0);
@@ -56,7 +47,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < THREADS; i++)
             for (int k = 0; k < BLOCKS; k++) free(blocks[i][k]);
         malloc_trim(0);
-        size_t after = rss();
+        size_t after = ts_rss_bytes();
         /* About 30 MiB were live; 8 MiB of slack for the helper's stack, the
          * segment cache's headers and what the kernel keeps. */
         CHECK_MSG(after <= base + ((size_t)8 << 20),

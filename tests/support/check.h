@@ -71,6 +71,15 @@ static inline size_t ts_read_file(const char *path, char *buf, size_t size) {
     return len;
 }
 
+/* Resident bytes (second field of /proc/self/statm), without allocating. */
+static inline size_t ts_rss_bytes(void) {
+    char buf[256];
+    CHECK(ts_read_file("/proc/self/statm", buf, sizeof buf) > 0);
+    char *p = strchr(buf, ' ');
+    CHECK(p != NULL);
+    return (size_t)strtoull(p + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 /* The mapping of this process that holds addr (from /proc/self/maps, read
  * without allocating): 1 with [*lo, *hi) set, 0 when none does. */
 static inline int ts_find_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi) {

@@ -48,15 +48,6 @@ static size_t vmstat(const char *name) {
     return p ? (size_t)strtoull(p + strlen(name), NULL, 10) : 0;
 }
 
-/* Resident bytes (second field of /proc/self/statm). */
-static size_t rss_bytes(void) {
-    char buf[256];
-    CHECK(ts_read_file("/proc/self/statm", buf, sizeof buf) > 0);
-    char *p = strchr(buf, ' ');
-    CHECK(p != NULL);
-    return (size_t)strtoull(p + 1, NULL, 10) * 4096;
-}
-
 /* Sums a field of /proc/self/smaps over the mappings holding tsalloc's
  * segments (those of blocks[]); with want_flag, counts the 2 MiB halves
  * among them whose VmFlags carry it instead. */
@@ -122,7 +113,7 @@ int main(void) {
 
     /* Free seven eighths, in runs of whole pages, so that every half keeps
      * some live blocks; purge: halves split. */
-    size_t rss_full = rss_bytes(), split = atomic_load(&_ts_stats.huge_splits);
+    size_t rss_full = ts_rss_bytes(), split = atomic_load(&_ts_stats.huge_splits);
     for (size_t i = 0; i < BLOCKS; i++)
         if ((i / 256) % 8 != 0) {
             free(blocks[i]);
@@ -130,7 +121,8 @@ int main(void) {
         }
     malloc_trim(0);
     CHECK(atomic_load(&_ts_stats.huge_splits) > split);
-    CHECK_MSG(rss_bytes() + ((size_t)8 << 20) < rss_full, "RSS %zu -> %zu", rss_full, rss_bytes());
+    CHECK_MSG(ts_rss_bytes() + ((size_t)8 << 20) < rss_full, "RSS %zu -> %zu", rss_full,
+              ts_rss_bytes());
     if (thp_offered()) CHECK(smaps_sum(NULL, " nh") >= 1);
     for (size_t i = 0; i < BLOCKS; i++)
         if (blocks[i]) CHECK(ts_verify(blocks[i], BLOCK, i));

@@ -10,7 +10,7 @@
  *   count. Up to 64 KiB: 4 more to find the class. One unlikely branch to
  *   _ts_malloc_generic (empty list, larger sizes, the first call of a
  *   thread).
- * - free by the owning thread: 40 instructions: prove the pointer is ours
+ * - free by the owning thread: 42 instructions: prove the pointer is ours
  *   (segment map, before reading any header), find its page (segment mask +
  *   shift), check it is a block boundary the page handed out (one multiply,
  *   one rotate, one compare), that the block is not free already (its free

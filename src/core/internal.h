@@ -36,8 +36,8 @@
  *
  * Lock order (outermost first): orphan_lock, heap pool lock, reclaim lock,
  * abandoned lock, segment cache lock, registry lock, segment spinlocks,
- * segment reserve lock, large-table stripes, large cache lock, purge mutex. No lock is held across
- * pthread_create or any call that may allocate.
+ * segment reserve lock, large-table stripes, large cache lock, purge mutex.
+ * No lock is held across pthread_create or any call that may allocate.
  */
 #ifndef TS_CORE_INTERNAL_H
 #define TS_CORE_INTERNAL_H

@@ -10,11 +10,40 @@
  * Semaphores: each pair has `empty` (free batch slots) and `occupied`.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 
 #include "tsb.h"
 
 static long opt_pairs = 16, opt_batches = 200, opt_batch = 1024, opt_ring = 10240, opt_classes = 64;
+static const char *opt_pin = "none";
+
+/* --pin: where the scheduler may run each thread. "none" leaves it free (the
+ * seed's program); "pair" puts both threads of pair i on the i-th allowed CPU
+ * (a block is freed on the CPU that wrote it); "split" puts a pair's producer
+ * and consumer on different CPUs (every block crosses between caches). Free
+ * placement mixes the two in proportions the scheduler decides, which moves
+ * the time more than the allocator does. */
+static cpu_set_t allowed;
+static int allowed_count;
+static void pin_to(long which) {
+    if (allowed_count == 0) return;
+    long n = which % allowed_count;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed) || n-- > 0) continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (pthread_setaffinity_np(pthread_self(), sizeof one, &one))
+            tsb_fail("pthread_setaffinity_np(cpu %d) failed", cpu);
+        if (sched_getcpu() != cpu) tsb_fail("pinned to cpu %d, running on %d", cpu, sched_getcpu());
+        return;
+    }
+}
+static void pin_thread(long pair, int consumer) {
+    if (!strcmp(opt_pin, "pair")) pin_to(pair);
+    if (!strcmp(opt_pin, "split")) pin_to(2 * pair + consumer);
+}
 
 typedef struct {
     void **ring;
@@ -40,6 +69,7 @@ static uint64_t block_tag(const pair_t *b, long seq) {
 static void *produce(void *arg) {
     pair_t *b = arg;
     long seq = 0;
+    pin_thread(b->id, 0);
     for (long i = 0; i < opt_batches; i++) {
         sem_wait(&b->empty);
         long k = 0;
@@ -60,6 +90,7 @@ static void *consume(void *arg) {
     pair_t *b = arg;
     long seq = 0, bad = 0;
     uint64_t bytes = 0;
+    pin_thread(b->id, 1);
     for (long i = 0; i < opt_batches; i++) {
         sem_wait(&b->occupied);
         long k = 0;
@@ -85,12 +116,17 @@ int main(int argc, char **argv) {
         {"batch", &opt_batch, NULL, "blocks per batch"},
         {"ring", &opt_ring, NULL, "ring slots per pair (a multiple of batch)"},
         {"classes", &opt_classes, NULL, "sizes 4, 8, ... 4*classes bytes"},
+        {"pin", NULL, &opt_pin, "none, pair (a pair on one CPU) or split (on two)"},
         {0}};
     tsb_start("lecture2");
     tsb_parse(argc, argv, opts);
     tsb_require(opt_pairs >= 1 && opt_pairs <= 2048, "1 <= pairs <= 2048");
     tsb_require(opt_batch >= 1 && opt_batches >= 1 && opt_classes >= 1, "sizes >= 1");
     tsb_require(opt_ring >= opt_batch && opt_ring % opt_batch == 0, "ring is a multiple of batch");
+    tsb_require(!strcmp(opt_pin, "none") || !strcmp(opt_pin, "pair") || !strcmp(opt_pin, "split"),
+                "pin is none, pair or split");
+    if (strcmp(opt_pin, "none") && sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        allowed_count = CPU_COUNT(&allowed);
 
     pair_t *pairs = tsb_pages(sizeof(pair_t) * (size_t)opt_pairs);
     for (long i = 0; i < opt_pairs; i++) {

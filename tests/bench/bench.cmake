@@ -32,6 +32,17 @@ endfunction()
 
 _tsb_workload(lecture1 --threads 4 --iters 2000)
 _tsb_workload(lecture2 --pairs 2 --batches 4 --batch 64 --ring 256)
+# lecture2 with fixed placement (--pin): each thread checks it runs on its CPU.
+if(TARGET tsb-lecture2)
+  foreach(pin pair split)
+    add_test(NAME "bench_lecture2_pin_${pin}[glibc]"
+             COMMAND tsb-lecture2 --pairs 3 --batches 4 --batch 64 --ring 256 --pin ${pin})
+    set_tests_properties("bench_lecture2_pin_${pin}[glibc]" PROPERTIES TIMEOUT 60)
+    _tsb_check("bench_lecture2_pin_${pin}[glibc]" lecture2)
+  endforeach()
+  add_test(NAME "bench_lecture2_pin_bad[glibc]" COMMAND tsb-lecture2 --pin sideways)
+  set_tests_properties("bench_lecture2_pin_bad[glibc]" PROPERTIES TIMEOUT 60 WILL_FAIL TRUE)
+endif()
 _tsb_workload(measurement --api malloc --threads 2 --blocks 500)
 _tsb_workload(collatz-ivec --threads 2 --count 300)
 _tsb_workload(collatz-list --threads 2 --count 100)

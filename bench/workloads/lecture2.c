@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 
 #include "tsb.h"
 
@@ -26,6 +27,7 @@ static const char *opt_pin = "none";
  * the time more than the allocator does. */
 static cpu_set_t allowed;
 static int allowed_count;
+static atomic_long threads_pinned; /* reported, so a test sees the pinning happen */
 static void pin_to(long which) {
     if (allowed_count == 0) return;
     long n = which % allowed_count;
@@ -37,6 +39,7 @@ static void pin_to(long which) {
         if (pthread_setaffinity_np(pthread_self(), sizeof one, &one))
             tsb_fail("pthread_setaffinity_np(cpu %d) failed", cpu);
         if (sched_getcpu() != cpu) tsb_fail("pinned to cpu %d, running on %d", cpu, sched_getcpu());
+        atomic_fetch_add(&threads_pinned, 1);
         return;
     }
 }
@@ -158,6 +161,7 @@ int main(int argc, char **argv) {
     }
     if (got != expect) tsb_fail("check %" PRIu64 " != expected %" PRIu64, got, expect);
     tsb_kv("pairs", "%ld", opt_pairs);
+    tsb_kv("pinned", "%ld", atomic_load(&threads_pinned));
     tsb_kv("blocks", "%ld", opt_pairs * opt_batches * opt_batch);
     return tsb_ok(elapsed, 2 * opt_pairs, got);
 }

@@ -90,6 +90,7 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
 
 void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b) {
     heap->remote_frees += b->count;
+    heap->remote_pushes++;
     _ts_page_push_remote(b->page, b->head, b->tail, b->count);
     b->page = NULL;
     b->count = 0;
@@ -111,15 +112,24 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     ts_block_mark(page, block);
     if (heap->state != TS_HEAP_ACTIVE) { /* past its heap's destructor, or out of memory */
         atomic_fetch_add_explicit(&_ts_stats.remote_frees, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&_ts_stats.remote_pushes, 1, memory_order_relaxed);
         _ts_page_push_remote(page, block, block, 1);
         return;
     }
     if (page->block_size > TS_RBATCH_MAX_BLOCK) {
         heap->remote_frees++;
+        heap->remote_pushes++;
         _ts_page_push_remote(page, block, block, 1);
         return;
     }
+    /* Two slots per page (internal.h), so that pages the freer works through
+     * side by side rarely push each other's batches early. The fast path only
+     * tries the first; when both hold other pages, the first is pushed. */
     ts_rbatch_t *b = &heap->rbatch[page->rslot];
+    if (b->page != page) {
+        ts_rbatch_t *alt = &heap->rbatch[page->rslot_alt];
+        if (alt->page == page || (b->page && !alt->page)) b = alt;
+    }
     if (b->page == page) {
         block->next = b->head;
         b->head = block;

@@ -199,7 +199,8 @@ typedef struct ts_page {
     uint32_t area;     /* bytes of memory the page covers */
     uint8_t cls;
     uint8_t tz;            /* of the class: see ts_page_block_ok */
-    uint8_t rslot;         /* this page's slot in a freeing heap's rbatch[] */
+    uint8_t rslot;         /* this page's slot in a freeing heap's rbatch[], by class */
+    uint8_t rslot_alt;     /* its second choice there, by index (free.c) */
     uint8_t rbatch_max;    /* a batch of this page's blocks is pushed at this count */
     uint8_t index;         /* position in its segment */
     _Atomic uint8_t state; /* TS_PAGE_*: written under the segment lock, read anywhere */
@@ -353,7 +354,7 @@ struct ts_heap {
     ts_segment_t *spare;                /* one wholly free segment kept for reuse */
     ts_page_t *empty_big;               /* one empty big page kept (see page.c) */
     uint32_t empty_big_seen;            /* it was there at the last collection */
-    uint64_t remote_frees, notify_frees, adopted, large_allocs;
+    uint64_t remote_frees, remote_pushes, notify_frees, adopted, large_allocs;
     ts_heap_t *all_next, *all_prev; /* live heaps (pool lock) */
     ts_heap_t *pool_next;
     /* Held by the heap's thread while it lives (robust: the kernel marks it
@@ -440,9 +441,10 @@ TS_HIDDEN TS_NOINLINE void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *pa
 TS_HIDDEN TS_NOINLINE void _ts_free_slow(void *p);
 TS_HIDDEN TS_NOINLINE void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b);
-/* The batch slot of a page (page->rslot, set when its segment is formatted):
- * pages of one segment get distinct slots (up to 16 apart), segments differ
- * by an offset. */
+/* A page's batch slots (page.c sets them when the page takes a class):
+ * page->rslot by its class, so that a producer's current page of each class
+ * gets a slot of its own, and page->rslot_alt by its index in the segment, so
+ * that pages of one class get distinct ones. Segments differ by an offset. */
 TS_INLINE unsigned ts_rbatch_slot_for(const ts_segment_t *seg, unsigned index) {
     uintptr_t a = (uintptr_t)seg >> TS_SEGMENT_SHIFT;
     return (unsigned)(index + a + (a >> 4)) & (TS_RBATCH_SLOTS - 1);
@@ -536,6 +538,7 @@ typedef struct ts_gstats {
     _Atomic size_t main_checks; /* thread exits that asked the helper to look at main (tests) */
     _Atomic uint64_t alloc[TS_CLASS_COUNT]; /* folded in from exited heaps */
     _Atomic uint64_t remote_frees;
+    _Atomic uint64_t remote_pushes; /* CASes that carried them */
     _Atomic uint64_t large_allocs;
 } ts_gstats_t;
 TS_HIDDEN extern ts_gstats_t _ts_stats;

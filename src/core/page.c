@@ -176,6 +176,10 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
                                  : per_batch < 1           ? 1
                                                            : per_batch);
     page->cls = (uint8_t)cls;
+    unsigned by_class = ts_rbatch_slot_for(ts_segment_of(page), cls);
+    unsigned by_index = ts_rbatch_slot_for(ts_segment_of(page), page->index);
+    page->rslot = (uint8_t)by_class;
+    page->rslot_alt = (uint8_t)(by_index != by_class ? by_index : by_index ^ (TS_RBATCH_SLOTS / 2));
     page->capacity = 0;
     atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
     page->free = NULL;

@@ -325,7 +325,6 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
         size_t skip = offset < TS_SEGMENT_HEADER ? TS_SEGMENT_HEADER - offset : 0;
         page->base = page->start = (uintptr_t)seg + offset + skip;
         page->area = (uint32_t)(((size_t)1 << shift) - skip);
-        page->rslot = (uint8_t)ts_rbatch_slot_for(seg, i);
         ts_page_set_state(page, TS_PAGE_FREE_CLEAN);
         atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
         seg->free_mask |= (uint64_t)1 << i;

@@ -58,11 +58,12 @@ void _ts_stats_fold_heap(const ts_heap_t *heap) {
         atomic_fetch_add_explicit(&_ts_stats.alloc[c], heap_allocs(heap, c), memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&_ts_stats.remote_frees, heap->remote_frees, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_ts_stats.remote_pushes, heap->remote_pushes, memory_order_relaxed);
 }
 
 typedef struct snapshot {
     uint64_t alloc[TS_CLASS_COUNT], freed[TS_CLASS_COUNT], live[TS_CLASS_COUNT];
-    uint64_t remote_frees, large_allocs;
+    uint64_t remote_frees, remote_pushes, large_allocs;
     size_t live_bytes; /* class blocks */
     size_t segments_total, segments_owned;
 } snapshot_t;
@@ -74,12 +75,14 @@ static void add_heap(const ts_heap_t *heap, void *arg) {
         for (unsigned c = 0; c < TS_CLASS_COUNT; c++)
             s->alloc[c] += atomic_load(&_ts_stats.alloc[c]);
         s->remote_frees += atomic_load(&_ts_stats.remote_frees);
+        s->remote_pushes += atomic_load(&_ts_stats.remote_pushes);
         return;
     }
     for (unsigned c = 0; c < TS_CLASS_COUNT; c++) {
         s->alloc[c] += heap_allocs(heap, c);
     }
     s->remote_frees += rd(&heap->remote_frees);
+    s->remote_pushes += rd(&heap->remote_pushes);
 }
 
 static void take_snapshot(snapshot_t *s) {
@@ -172,7 +175,8 @@ static void print_text(out_t *o) {
     outf(o, "  heaps      %zu live, %zu created, %zu threads exited, %zu segments adopted\n",
          atomic_load(&g->heaps_live), atomic_load(&g->heaps_created),
          atomic_load(&g->threads_exited), atomic_load(&g->adopted));
-    outf(o, "  frees      %lu from another thread\n", (unsigned long)s.remote_frees);
+    outf(o, "  frees      %lu from another thread, in %lu pushes\n", (unsigned long)s.remote_frees,
+         (unsigned long)s.remote_pushes);
     outf(o, "  class       size   page       allocated           freed            live     live "
             "bytes\n");
     for (unsigned c = 0; c < TS_CLASS_COUNT; c++) {
@@ -213,7 +217,8 @@ static void print_json(out_t *o) {
     outf(o, " \"heaps\": {\"live\": %zu, \"created\": %zu, \"threads_exited\": %zu},\n",
          atomic_load(&g->heaps_live), atomic_load(&g->heaps_created),
          atomic_load(&g->threads_exited));
-    outf(o, " \"remote_frees\": %lu,\n \"options\": {", (unsigned long)s.remote_frees);
+    outf(o, " \"remote_frees\": %lu, \"remote_pushes\": %lu,\n \"options\": {",
+         (unsigned long)s.remote_frees, (unsigned long)s.remote_pushes);
     const char *name, *help;
     long long value, def;
     for (int i = 0; _ts_options_describe(i, &name, &value, &def, &help); i++)

@@ -208,6 +208,81 @@ class StatisticsTest(unittest.TestCase):
         self.assertAlmostEqual(by["glibc"]["ratio_glibc"], 1.0)
         self.assertAlmostEqual(by["tsalloc"]["rss_ratio_glibc"], 1.0)
 
+    def test_median_confidence_interval(self):
+        # Order statistics x(k), x(n+1-k): k = 2 of 11, 6 of 21; 5 values are too
+        # few for 95% (both extremes cover only 1 - 2/32).
+        self.assertEqual(tsbench.median_ci(list(range(11, 0, -1))), (6, 2, 10))
+        self.assertEqual(tsbench.median_ci(list(range(1, 22))), (11, 6, 16))
+        self.assertEqual(tsbench.median_ci([5, 1, 4, 2, 3]), (3, None, None))
+        self.assertEqual(tsbench.median_ci([]), (None, None, None))
+
+    def test_paired_ratios_follow_rounds_and_skip_bad_runs(self):
+        mine = [fake_run(time_s=0.1), fake_run(status=tsbench.CRASHED), fake_run(time_s=0.3)]
+        peer = [fake_run(time_s=0.05), fake_run(time_s=0.1), fake_run(time_s=0.1),
+                fake_run(time_s=0.2)]
+        got = tsbench.paired_ratios(mine, peer)
+        self.assertEqual(len(got), 2)
+        self.assertAlmostEqual(got[0], 2.0)
+        self.assertAlmostEqual(got[1], 3.0)
+
+    def paired_cells(self):
+        """11 rounds in which the machine's speed swings threefold: tsalloc
+        takes 0.9 of jemalloc's time in every round, tcmalloc 1.05 of it, so
+        their min-max ranges overlap while each round tells them apart."""
+        allocs = [tsbench.Allocator("glibc", None, "system"),
+                  tsbench.Allocator("jemalloc", "/x", "peer"),
+                  tsbench.Allocator("tcmalloc", "/y", "peer"),
+                  tsbench.Allocator("tsalloc", "/z", "tsalloc"),
+                  tsbench.Allocator("even", "/e", "tsalloc")]
+        speed = [1.0, 2.9, 1.4, 2.2, 1.1, 3.0, 1.7, 2.5, 1.2, 2.0, 1.5]
+        factor = {"glibc": 2.0, "jemalloc": 1.0, "tcmalloc": 1.05, "tsalloc": 0.9}
+        cells = {}
+        for a in allocs:
+            if a.name == "even":  # alternately a bit faster and a bit slower
+                times = [0.05 * f * (0.95 if i % 2 else 1.05) for i, f in enumerate(speed)]
+            else:
+                times = [0.05 * f * factor[a.name] for f in speed]
+            cells[("w", a.name)] = [fake_run(time_s=t) for t in times]
+        summaries = [tsbench.summarize(self.wl, a, cells[("w", a.name)], 2) for a in allocs]
+        tsbench.add_ratios(summaries, allocs, cells)
+        return allocs, summaries
+
+    def test_paired_ratio_against_the_best_peer(self):
+        allocs, summaries = self.paired_cells()
+        by = {s["allocator"]: s for s in summaries}
+        ts = by["tsalloc"]
+        self.assertLess(by["jemalloc"]["time_s_min"] * 1.0, ts["time_s_max"])  # ranges overlap
+        self.assertAlmostEqual(ts["paired_best_peer"], 0.9)
+        self.assertAlmostEqual(ts["paired_lo"], 0.9)
+        self.assertAlmostEqual(ts["paired_hi"], 0.9)
+        self.assertEqual(ts["paired_n"], 11)
+        self.assertEqual(tsbench.paired_verdict(ts), "faster")
+        self.assertEqual(tsbench.paired_verdict(by["tcmalloc"]), "slower")
+        self.assertEqual(tsbench.paired_verdict(by["even"]), "tie")
+        self.assertIsNone(by["jemalloc"]["paired_best_peer"])  # the best peer itself
+        # Without the runs there is no paired ratio, and the keys still exist.
+        summaries = [tsbench.summarize(self.wl, a, [fake_run()], 2) for a in allocs]
+        tsbench.add_ratios(summaries, allocs)
+        self.assertIsNone(summaries[3]["paired_best_peer"])
+
+    def test_paired_ratios_in_the_terminal_and_markdown(self):
+        allocs, summaries = self.paired_cells()
+        text = tsbench.format_tables(summaries, allocs, [self.wl], 2)
+        self.assertRegex(text, r"\n  tsalloc .* 0\.90 \[0\.90-0\.90\] ")
+        block = text[text.index("== time against the fastest peer"):].splitlines()
+        got = dict(zip(block[1].split()[1:], block[2].split()[1:]))
+        self.assertEqual(got, {"glibc": "2.00>", "jemalloc": "*", "tcmalloc": "1.05>",
+                               "tsalloc": "0.90<", "even": "1.05="})
+        doc = {"machine": {"cpu": "c", "cores": 2}, "config": {"runs": 11},
+               "allocators": [a.to_json() for a in allocs],
+               "workloads": [{"name": "w", "what": "test", "args": []}],
+               "summary": json.loads(json.dumps(summaries))}
+        md = tsbench.markdown_report(doc)
+        self.assertIn("**Against the fastest peer, paired by round:**", md)
+        row = next(l for l in md.splitlines() if l.startswith("| w |") and "fastest peer" in l)
+        self.assertIn("**0.90 [0.90, 0.90]**", row)
+        self.assertIn("*1.05 [1.05, 1.05]*", row)
+
     def test_wrong_check_value_is_marked(self):
         allocs = [tsbench.Allocator("glibc", None, "system"),
                   tsbench.Allocator("bad", "/b", "tsalloc"),

@@ -124,12 +124,28 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     }
     /* Two slots per page (internal.h), so that pages the freer works through
      * side by side rarely push each other's batches early. The fast path only
-     * tries the first; when both hold other pages, the first is pushed. */
+     * tries the first. A batch no block has joined for TS_RBATCH_SLOTS frees
+     * is stale (a page the freer has finished with leaves a partial one):
+     * a stale first slot is taken over, moving the page's batch back from
+     * its second slot, so that it returns to the fast path. When both slots
+     * hold live batches of other pages, the older is pushed; pushing always
+     * the first slot's made two streams of one class take turns in it. */
     ts_rbatch_t *b = &heap->rbatch[page->rslot];
+    uint32_t now = ++heap->rbatch_clock;
     if (b->page != page) {
         ts_rbatch_t *alt = &heap->rbatch[page->rslot_alt];
-        if (alt->page == page || (b->page && !alt->page)) b = alt;
+        bool first_free = !b->page || now - b->last > TS_RBATCH_SLOTS;
+        if (alt->page == page && first_free) {
+            if (b->page) _ts_rbatch_flush(heap, b);
+            *b = *alt;
+            alt->page = NULL;
+            alt->count = 0;
+        } else if (alt->page == page ||
+                   (!first_free && (!alt->page || (int32_t)(alt->last - b->last) < 0))) {
+            b = alt;
+        }
     }
+    b->last = now;
     if (b->page == page) {
         block->next = b->head;
         b->head = block;

@@ -323,6 +323,7 @@ typedef struct ts_rbatch {
     ts_page_t *page;
     ts_block_t *head, *tail;
     uint32_t count;
+    uint32_t last; /* heap->rbatch_clock at its last block: the older of two is pushed */
 } ts_rbatch_t;
 #define TS_RBATCH_SLOTS     16
 #define TS_RBATCH_MAX       32   /* blocks per batch */
@@ -347,6 +348,7 @@ struct ts_heap {
     ts_page_queue_t full;                  /* exhausted pages, waiting for frees */
     ts_rbatch_t rbatch[TS_RBATCH_SLOTS];
     uint32_t rbatch_used;
+    uint32_t rbatch_clock; /* counts blocks put in batches */
     uint32_t slow_count;
     uint64_t maint_at;                  /* next idle-page check (ns) */
     ts_segment_t *segments;             /* every segment this heap owns */
@@ -442,9 +444,11 @@ TS_HIDDEN TS_NOINLINE void _ts_free_slow(void *p);
 TS_HIDDEN TS_NOINLINE void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b);
 /* A page's batch slots (page.c sets them when the page takes a class):
- * page->rslot by its class, so that a producer's current page of each class
- * gets a slot of its own, and page->rslot_alt by its index in the segment, so
- * that pages of one class get distinct ones. Segments differ by an offset. */
+ * page->rslot by its class and owner heap, so that a producer's current page
+ * of each class gets a slot of its own whichever segments they are in, and
+ * heaps differ by an offset; page->rslot_alt by its index in the segment, so
+ * that pages of one class get distinct ones, and segments differ by an
+ * offset. */
 TS_INLINE unsigned ts_rbatch_slot_for(const ts_segment_t *seg, unsigned index) {
     uintptr_t a = (uintptr_t)seg >> TS_SEGMENT_SHIFT;
     return (unsigned)(index + a + (a >> 4)) & (TS_RBATCH_SLOTS - 1);

@@ -176,7 +176,7 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
                                  : per_batch < 1           ? 1
                                                            : per_batch);
     page->cls = (uint8_t)cls;
-    unsigned by_class = ts_rbatch_slot_for(ts_segment_of(page), cls);
+    unsigned by_class = (cls + heap->id * 7u) & (TS_RBATCH_SLOTS - 1);
     unsigned by_index = ts_rbatch_slot_for(ts_segment_of(page), page->index);
     page->rslot = (uint8_t)by_class;
     page->rslot_alt = (uint8_t)(by_index != by_class ? by_index : by_index ^ (TS_RBATCH_SLOTS / 2));

@@ -124,7 +124,7 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     }
     /* Two slots per page (internal.h), so that pages the freer works through
      * side by side rarely push each other's batches early. The fast path only
-     * tries the first. A batch no block has joined for TS_RBATCH_SLOTS frees
+     * tries the first. A batch no block has joined for TS_RBATCH_STALE frees
      * is stale (a page the freer has finished with leaves a partial one):
      * a stale first slot is taken over, moving the page's batch back from
      * its second slot, so that it returns to the fast path. When both slots
@@ -134,7 +134,7 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     uint32_t now = ++heap->rbatch_clock;
     if (b->page != page) {
         ts_rbatch_t *alt = &heap->rbatch[page->rslot_alt];
-        bool first_free = !b->page || now - b->last > TS_RBATCH_SLOTS;
+        bool first_free = !b->page || now - b->last > TS_RBATCH_STALE;
         if (alt->page == page && first_free) {
             if (b->page) _ts_rbatch_flush(heap, b);
             *b = *alt;

@@ -328,6 +328,7 @@ typedef struct ts_rbatch {
 #define TS_RBATCH_SLOTS     16
 #define TS_RBATCH_MAX       32   /* blocks per batch */
 #define TS_RBATCH_MAX_BLOCK 1024 /* larger blocks are pushed at once */
+#define TS_RBATCH_STALE     16   /* batched frees since a batch last grew: left behind */
 /* A batch is pushed once it holds this many bytes (page->rbatch_max blocks),
  * so a thread that frees others' blocks and then idles keeps at most
  * TS_RBATCH_SLOTS * TS_RBATCH_MAX_BYTES = 128 KiB. */

@@ -283,6 +283,22 @@ class StatisticsTest(unittest.TestCase):
         self.assertIn("**0.90 [0.90, 0.90]**", row)
         self.assertIn("*1.05 [1.05, 1.05]*", row)
 
+    def test_background_load(self):
+        # 10 s on 2 CPUs; the CPUs were busy 10 s, of which tsbench and its
+        # runs used 5: others took 5 of 20.
+        load = tsbench.BackgroundLoad()
+        load.start = (100.0, 50.0, 1.0)
+        samples = [(110.0, 60.0, 6.0)]
+        load.sample = lambda: samples[0]
+        self.assertAlmostEqual(load.share(2), 0.25)
+        samples[0] = (110.0, 55.0, 6.0)  # rounding can make others negative
+        self.assertEqual(load.share(2), 0.0)
+        samples[0] = None
+        self.assertIsNone(load.share(2))
+        real = tsbench.BackgroundLoad()  # /proc/stat is readable here
+        share = real.share(os.cpu_count())
+        self.assertTrue(share is None or 0.0 <= share <= 1.0)
+
     def test_wrong_check_value_is_marked(self):
         allocs = [tsbench.Allocator("glibc", None, "system"),
                   tsbench.Allocator("bad", "/b", "tsalloc"),

@@ -215,6 +215,9 @@ class StatisticsTest(unittest.TestCase):
         self.assertEqual(tsbench.median_ci(list(range(1, 22))), (11, 6, 16))
         self.assertEqual(tsbench.median_ci([5, 1, 4, 2, 3]), (3, None, None))
         self.assertEqual(tsbench.median_ci([]), (None, None, None))
+        # Many runs: exact integers, no float overflow (2.0 ** 1100 overflows).
+        med, lo, hi = tsbench.median_ci(list(range(1100)))
+        self.assertTrue(lo < med < hi and hi - lo < 100)
 
     def test_paired_ratios_follow_rounds_and_skip_bad_runs(self):
         mine = [fake_run(time_s=0.1), fake_run(status=tsbench.CRASHED), fake_run(time_s=0.3)]
@@ -287,11 +290,12 @@ class StatisticsTest(unittest.TestCase):
         # 10 s on 2 CPUs; the CPUs were busy 10 s, of which tsbench and its
         # runs used 5: others took 5 of 20.
         load = tsbench.BackgroundLoad()
-        load.start = (100.0, 50.0, 1.0)
-        samples = [(110.0, 60.0, 6.0)]
+        load.start = (100.0, 50.0, 1.0, 3.0)
+        samples = [(110.0, 60.0, 6.0, 5.0)]
         load.sample = lambda: samples[0]
         self.assertAlmostEqual(load.share(2), 0.25)
-        samples[0] = (110.0, 55.0, 6.0)  # rounding can make others negative
+        self.assertAlmostEqual(load.steal_share(2), 0.1)  # 2 s stolen of 20
+        samples[0] = (110.0, 55.0, 6.0, 3.0)  # rounding can make others negative
         self.assertEqual(load.share(2), 0.0)
         samples[0] = None
         self.assertIsNone(load.share(2))

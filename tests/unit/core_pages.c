@@ -338,12 +338,31 @@ enum { CYCLE_CLASSES = 12, CYCLE_BLOCKS = CYCLE_CLASSES * 32 * 160 };
 static const size_t cycle_sizes[CYCLE_CLASSES] = {16,  32,  48,  64,  80,  96,
                                                   112, 128, 160, 192, 224, 256};
 static void *cycled[CYCLE_BLOCKS];
+/* The freeing heap's batches: one slot per open batch, at one of its page's
+ * two slots, counted in rbatch_used. Returns the blocks they hold. */
+static size_t check_batches(const ts_heap_t *heap) {
+    size_t held = 0;
+    uint32_t open = 0;
+    for (unsigned i = 0; i < TS_RBATCH_SLOTS; i++) {
+        const ts_rbatch_t *b = &heap->rbatch[i];
+        if (!b->page) {
+            CHECK_EQ(b->count, 0);
+            continue;
+        }
+        open++;
+        held += b->count;
+        CHECK(b->page->rslot == i || b->page->rslot_alt == i);
+        for (unsigned j = 0; j < i; j++) CHECK(heap->rbatch[j].page != b->page);
+    }
+    CHECK_EQ(open, heap->rbatch_used);
+    return held;
+}
+
 static void *free_cycled(void *arg) {
     (void)arg;
     for (int i = 0; i < CYCLE_BLOCKS; i++) free(cycled[i]);
     const ts_heap_t *heap = _ts_tls_heap;
-    size_t held = 0;
-    for (unsigned i = 0; i < TS_RBATCH_SLOTS; i++) held += heap->rbatch[i].count;
+    size_t held = check_batches(heap);
     CHECK_EQ(heap->remote_frees + held, CYCLE_BLOCKS);
     CHECK_MSG(heap->remote_pushes * 16 <= CYCLE_BLOCKS, "%lu blocks took %lu pushes",
               (unsigned long)heap->remote_frees, (unsigned long)heap->remote_pushes);
@@ -389,8 +408,47 @@ static void *free_twins(void *arg) {
         free(twin[i + TWIN_BLOCKS / 2]);
     }
     const ts_heap_t *heap = _ts_tls_heap;
+    CHECK_EQ(heap->remote_frees + check_batches(heap), TWIN_BLOCKS);
     CHECK_MSG(heap->remote_pushes * 24 <= TWIN_BLOCKS, "%lu blocks took %lu pushes",
               (unsigned long)heap->remote_frees, (unsigned long)heap->remote_pushes);
+    return NULL;
+}
+
+/* A page whose batch had to open in its second slot (the first held another
+ * page's batch, still filling) goes back to its first slot, which the fast
+ * path tries, once the other batch is left behind for TS_RBATCH_STALE frees:
+ * the stale batch is pushed and the page's batch moves. */
+enum { MOVE_BLOCKS = 2200 };
+static void *move_blocks[MOVE_BLOCKS];
+static void *move_back(void *arg) {
+    (void)arg;
+    const ts_heap_t *heap = _ts_tls_heap;
+    ts_page_t *first = page_of(move_blocks[0]), *second = page_of(move_blocks[MOVE_BLOCKS - 1]);
+    CHECK(first != second && first->rslot == second->rslot); /* one class, one heap */
+    int next = MOVE_BLOCKS - 1;
+    free(move_blocks[0]); /* opens in the shared first slot */
+    heap = _ts_tls_heap;  /* this thread's heap exists from its first remote free */
+    CHECK(heap->rbatch[first->rslot].page == first);
+    free(move_blocks[next--]); /* the first slot is taken, not stale: the second */
+    CHECK(heap->rbatch[second->rslot_alt].page == second);
+    for (int i = 1; i < TS_RBATCH_STALE; i++) free(move_blocks[next--]);
+    CHECK(heap->rbatch[second->rslot_alt].page == second); /* first's batch is now stale */
+    uint64_t pushes = heap->remote_pushes;
+    free(move_blocks[next--]);
+    CHECK(heap->rbatch[second->rslot].page == second);
+    CHECK(heap->rbatch[second->rslot_alt].page == NULL);
+    CHECK_EQ(heap->rbatch[second->rslot].count, TS_RBATCH_STALE + 1);
+    CHECK_EQ(heap->remote_pushes, pushes + 1); /* first's one block, pushed */
+    CHECK_EQ(heap->remote_frees, 1);
+    check_batches(heap);
+    for (int i = 1; i <= next; i++) free(move_blocks[i]);
+    return NULL;
+}
+
+static void *batch_move_back(void *arg) {
+    (void)arg;
+    for (int i = 0; i < MOVE_BLOCKS; i++) move_blocks[i] = malloc(64);
+    run(move_back);
     return NULL;
 }
 
@@ -576,6 +634,7 @@ int main(void) {
     run(batch_bytes);
     run(batch_slots);
     run(batch_twins);
+    run(batch_move_back);
     run(calloc_realloc);
     run(stats_exact);
     run(double_free_loop);

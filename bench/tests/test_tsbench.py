@@ -551,6 +551,19 @@ class CliTest(unittest.TestCase):
             doc = json.load(f)
         self.assertEqual([s["runs"] for s in doc["summary"]], [1, 1])
 
+    def test_cell_budget(self):
+        # A budget below one run's time stops repeats; 0 means no budget.
+        for budget, runs in (("0.001", 1), ("0", 3)):
+            out_dir = os.path.join(self.root, "cell" + budget)
+            code, _, _ = run_main(["--build", self.build, "--peer-dir", self.peers, "--quick",
+                                   "--allocators", "glibc,tsalloc", "--workloads", "fastpath",
+                                   "--runs", "3", "--cell-budget", budget, "--out", out_dir,
+                                   "--no-plots"])
+            self.assertEqual(code, 0)
+            with open(os.path.join(out_dir, "results.json")) as f:
+                doc = json.load(f)
+            self.assertEqual([s["runs"] for s in doc["summary"]], [runs, runs], budget)
+
     def test_unknown_workload_is_an_error(self):
         with self.assertRaises(SystemExit):
             run_main(["--build", self.build, "--workloads", "nosuch"])

@@ -457,6 +457,9 @@ class EndToEndTest(unittest.TestCase):
                 if r["workload"] == "fragmentation" and r["status"] == "ok"]
         self.assertTrue(frag and all(isinstance(r["rss_series"], list) for r in frag))
 
+    def test_two_runs_say_there_is_no_interval(self):
+        self.assertIn("no ratio has a confidence interval", self.stdout)
+
     def test_markdown_of_the_run(self):
         with open(os.path.join(self.root, "tables.md")) as f:
             md = f.read()

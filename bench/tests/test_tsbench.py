@@ -285,6 +285,18 @@ class StatisticsTest(unittest.TestCase):
         row = next(l for l in md.splitlines() if l.startswith("| w |") and "fastest peer" in l)
         self.assertIn("**0.90 [0.90, 0.90]**", row)
         self.assertIn("*1.05 [1.05, 1.05]*", row)
+        machine = {"cpu": "c", "cores": 2, "usable_cores": 2, "memory_gb": 1, "kernel": "k",
+                   "os": "o", "glibc": "g", "tsalloc": "t", "versions": {}}
+        meta = {"machine": machine, "notes": [], "started": "s", "outdir": "o", "command": "c",
+                "config": {"runs": 11, "quick": False}}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "report.html")
+            tsbench.write_html(path, meta, summaries, allocs, [self.wl], {}, {}, {})
+            with open(path) as f:
+                page = f.read()
+        self.assertIn("Time against the fastest peer, paired by round", page)
+        self.assertIn("<td class='good'>0.90 [0.90-0.90]</td>", page)
+        self.assertIn("<td class='worse'>1.05 [1.05-1.05]</td>", page)
 
     def test_background_load(self):
         # 10 s on 2 CPUs; the CPUs were busy 10 s, of which tsbench and its

@@ -19,7 +19,7 @@
  *   cache), and count `used` down. The head page and the others take the
  *   same path: a branch on which would be mispredicted on random frees.
  *   Another thread's block goes on the open batch for its page in its
- *   first slot (37 in all, counting the batch's clock stamp: free.c),
+ *   first slot (33 in all),
  *   else to _ts_free_other; anything unusual to _ts_free_slow.
  * Latency: in a loop that frees a block and mallocs its class again, the
  * malloc's load of page->free waits for the free's store to it; so the
@@ -103,7 +103,6 @@ TS_INLINE void ts_core_free_inline(void *p) {
     if (ts_likely(b->page == page)) {
         b->head = block;
         b->count = count;
-        b->last = ++heap->rbatch_clock;
         *ts_mark_word(block) = mark;
         block->next = batched; /* last: the compiler cannot tell block from b */
         if (ts_unlikely(count >= page->rbatch_max)) _ts_rbatch_flush(heap, b);

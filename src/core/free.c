@@ -102,6 +102,17 @@ void _ts_heap_flush_remote(ts_heap_t *heap) {
         if (heap->rbatch[i].page) _ts_rbatch_flush(heap, &heap->rbatch[i]);
 }
 
+/* free_remote calls since a batch last grew. The fast path adds blocks
+ * without a stamp, so a count that changed since the last look means it grew
+ * meanwhile (a count only rises until the batch is pushed). */
+static uint16_t batch_idle(ts_rbatch_t *b, uint16_t now) {
+    if (b->count != b->seen) {
+        b->seen = (uint16_t)b->count;
+        b->last = now;
+    }
+    return (uint16_t)(now - b->last);
+}
+
 static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     if (ts_unlikely(heap == &_ts_heap_empty)) {
         /* A thread that only frees (a consumer) gets a heap too: its frees are
@@ -124,32 +135,34 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     }
     /* Two slots per page (internal.h), so that pages the freer works through
      * side by side rarely push each other's batches early. The fast path only
-     * tries the first. A batch no block has joined for TS_RBATCH_STALE frees
-     * is stale (a page the freer has finished with leaves a partial one):
+     * tries the first. A batch that has not grown for TS_RBATCH_STALE calls
+     * here is stale (a page the freer has finished with leaves a partial one):
      * a stale first slot is taken over, moving the page's batch back from
      * its second slot, so that it returns to the fast path. When both slots
      * hold live batches of other pages, the older is pushed; pushing always
      * the first slot's made two streams of one class take turns in it. */
     ts_rbatch_t *b = &heap->rbatch[page->rslot];
-    uint32_t now = ++heap->rbatch_clock;
+    uint16_t now = ++heap->rbatch_clock;
     if (b->page != page) {
         ts_rbatch_t *alt = &heap->rbatch[page->rslot_alt];
-        bool first_free = !b->page || now - b->last > TS_RBATCH_STALE;
+        uint16_t first_idle = b->page ? batch_idle(b, now) : 0;
+        bool first_free = !b->page || first_idle > TS_RBATCH_STALE;
         if (alt->page == page && first_free) {
             if (b->page) _ts_rbatch_flush(heap, b);
             *b = *alt;
             alt->page = NULL;
             alt->count = 0;
         } else if (alt->page == page ||
-                   (!first_free && (!alt->page || (int32_t)(alt->last - b->last) < 0))) {
+                   (!first_free && (!alt->page || batch_idle(alt, now) > first_idle))) {
             b = alt;
         }
     }
-    b->last = now;
     if (b->page == page) {
         block->next = b->head;
         b->head = block;
-        if (++b->count >= page->rbatch_max) _ts_rbatch_flush(heap, b);
+        b->seen = (uint16_t)++b->count;
+        b->last = now;
+        if (b->count >= page->rbatch_max) _ts_rbatch_flush(heap, b);
         return;
     }
     if (b->page) _ts_rbatch_flush(heap, b);
@@ -157,6 +170,8 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     b->page = page;
     b->head = b->tail = block;
     b->count = 1;
+    b->seen = 1;
+    b->last = now;
     heap->rbatch_used++;
 }
 

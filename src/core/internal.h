@@ -323,16 +323,18 @@ typedef struct ts_rbatch {
     ts_page_t *page;
     ts_block_t *head, *tail;
     uint32_t count;
-    uint32_t last; /* heap->rbatch_clock at its last block: the older of two is pushed */
+    uint16_t seen; /* count when free_remote last looked (the fast path adds blocks unstamped) */
+    uint16_t last; /* heap->rbatch_clock (mod 2^16) when free_remote last saw it grow */
 } ts_rbatch_t;
 #define TS_RBATCH_SLOTS     16
 #define TS_RBATCH_MAX       32   /* blocks per batch */
 #define TS_RBATCH_MAX_BLOCK 1024 /* larger blocks are pushed at once */
-#define TS_RBATCH_STALE     16   /* batched frees since a batch last grew: left behind */
+#define TS_RBATCH_STALE     16   /* free_remote calls since a batch last grew: left behind */
 /* A batch is pushed once it holds this many bytes (page->rbatch_max blocks),
  * so a thread that frees others' blocks and then idles keeps at most
  * TS_RBATCH_SLOTS * TS_RBATCH_MAX_BYTES = 128 KiB. */
 #define TS_RBATCH_MAX_BYTES 8192
+_Static_assert(TS_RBATCH_MAX <= UINT16_MAX, "a batch's count fits ts_rbatch_t.seen");
 
 enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
 
@@ -349,7 +351,7 @@ struct ts_heap {
     ts_page_queue_t full;                  /* exhausted pages, waiting for frees */
     ts_rbatch_t rbatch[TS_RBATCH_SLOTS];
     uint32_t rbatch_used;
-    uint32_t rbatch_clock; /* counts blocks put in batches */
+    uint16_t rbatch_clock; /* counts free_remote calls (mod 2^16): the age of batches */
     uint32_t slow_count;
     uint64_t maint_at;                  /* next idle-page check (ns) */
     ts_segment_t *segments;             /* every segment this heap owns */

@@ -330,10 +330,11 @@ static void *batch_bytes(void *arg) {
 /* A consumer frees a producer's blocks in the order they were made, cycling
  * through 12 classes (the seed lecture's second program): each page it is
  * working through keeps a batch of its own, so a batch is pushed (one CAS)
- * when it is full, not when another page needs its slot: about 24 blocks per
- * push here, where one slot per page index gave 4. A slot by class must not
- * depend on the page's segment: the 8 MiB of blocks spread the classes over
- * several segments, and slots that differed per segment collided (14). */
+ * when it is full, not when another page needs its slot: 31 blocks per push
+ * here, where one slot per page index gave 4. A slot by class must not depend
+ * on the page's segment: the 8 MiB of blocks spread the classes over several
+ * segments, where slots that differed per segment would disagree (checked
+ * below). */
 enum { CYCLE_CLASSES = 12, CYCLE_BLOCKS = CYCLE_CLASSES * 32 * 160 };
 static const size_t cycle_sizes[CYCLE_CLASSES] = {16,  32,  48,  64,  80,  96,
                                                   112, 128, 160, 192, 224, 256};
@@ -416,18 +417,17 @@ static void *free_twins(void *arg) {
 
 /* A page whose batch had to open in its second slot (the first held another
  * page's batch, still filling) goes back to its first slot, which the fast
- * path tries, once the other batch is left behind for TS_RBATCH_STALE frees:
- * the stale batch is pushed and the page's batch moves. */
+ * path tries, once the other batch has not grown for TS_RBATCH_STALE remote
+ * frees: the stale batch is pushed and the page's batch moves. */
 enum { MOVE_BLOCKS = 2200 };
 static void *move_blocks[MOVE_BLOCKS];
 static void *move_back(void *arg) {
     (void)arg;
-    const ts_heap_t *heap = _ts_tls_heap;
     ts_page_t *first = page_of(move_blocks[0]), *second = page_of(move_blocks[MOVE_BLOCKS - 1]);
     CHECK(first != second && first->rslot == second->rslot); /* one class, one heap */
     int next = MOVE_BLOCKS - 1;
-    free(move_blocks[0]); /* opens in the shared first slot */
-    heap = _ts_tls_heap;  /* this thread's heap exists from its first remote free */
+    free(move_blocks[0]);                 /* opens in the shared first slot */
+    const ts_heap_t *heap = _ts_tls_heap; /* this thread's heap: made by that free */
     CHECK(heap->rbatch[first->rslot].page == first);
     free(move_blocks[next--]); /* the first slot is taken, not stale: the second */
     CHECK(heap->rbatch[second->rslot_alt].page == second);

@@ -476,7 +476,7 @@ TS_HIDDEN void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
 TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
 TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
-TS_HIDDEN uint64_t _ts_abandoned_reclaim(bool force);
+TS_HIDDEN uint64_t _ts_abandoned_reclaim(uint64_t now, bool force);
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
 TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap);

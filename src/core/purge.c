@@ -47,9 +47,10 @@ static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
 uint64_t _ts_purge_run(uint64_t now, bool force) {
     atomic_fetch_add_explicit(&_ts_stats.purge_runs, 1, memory_order_relaxed);
     _ts_heaps_reap();
-    _ts_abandoned_reclaim(force);
-    uint64_t next = _ts_segments_purge(now, force);
+    uint64_t next = _ts_abandoned_reclaim(now, force);
+    uint64_t segments = _ts_segments_purge(now, force);
     uint64_t large = _ts_large_purge(now, force);
+    next = segments < next ? segments : next;
     return large < next ? large : next;
 }
 

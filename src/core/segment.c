@@ -52,7 +52,11 @@ static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *abandoned_list;
 static _Atomic size_t abandoned_count;
-static _Atomic int abandoned_dirty; /* a remote free reached an abandoned segment */
+/* When the next reclaim pass is due (monotonic ns; 0: none asked): the first
+ * remote free into an abandoned segment after a pass sets it a purge delay
+ * ahead. A pass per such free woke the helper thousands of times a second
+ * while one thread freed a dead thread's blocks. */
+static _Atomic uint64_t abandoned_due;
 
 /* Bytes of the header that are ever touched (the rest of its 64 KiB is not). */
 #define HEADER_TOUCHED ts_align_up(sizeof(ts_segment_t), 4096)
@@ -470,7 +474,9 @@ static ts_segment_t *abandoned_pop(void) {
 }
 
 void _ts_abandoned_note_free(void) {
-    if (!atomic_exchange(&abandoned_dirty, 1)) _ts_purge_schedule();
+    if (atomic_load_explicit(&abandoned_due, memory_order_relaxed)) return; /* already asked */
+    uint64_t none = 0, due = _ts_os_now_ns() + _ts_purge_delay_ns();
+    if (atomic_compare_exchange_strong(&abandoned_due, &none, due)) _ts_purge_schedule();
 }
 
 /* Reset a page whose blocks have all come back, and return it to its segment
@@ -485,17 +491,20 @@ static void page_reclaim(ts_segment_t *seg, ts_page_t *page) {
     atomic_fetch_add(&_ts_stats.reclaimed_pages, 1);
 }
 
-/* Give back the pages of dead threads whose blocks were all freed since. */
-uint64_t _ts_abandoned_reclaim(bool force) {
+/* Give back the pages of dead threads whose blocks were all freed since,
+ * once a pass is due (or at once if forced). Returns when the next is due. */
+uint64_t _ts_abandoned_reclaim(uint64_t now, bool force) {
+    uint64_t due = atomic_load(&abandoned_due);
     if (!force) {
-        if (pthread_mutex_trylock(&reclaim_lock)) return UINT64_MAX; /* a pass is running */
-        if (!atomic_exchange(&abandoned_dirty, 0)) {
+        if (!due) return UINT64_MAX;
+        if (now < due || pthread_mutex_trylock(&reclaim_lock)) return due; /* or a pass runs */
+        if (!atomic_compare_exchange_strong(&abandoned_due, &due, 0)) {
             pthread_mutex_unlock(&reclaim_lock);
-            return UINT64_MAX;
+            return due; /* a forced pass took it; this is a newer request */
         }
     } else {
         pthread_mutex_lock(&reclaim_lock); /* after a running pass, its own */
-        atomic_store(&abandoned_dirty, 0);
+        atomic_store(&abandoned_due, 0);
     }
     pthread_mutex_lock(&abandoned_lock);
     ts_segment_t *list = abandoned_list;
@@ -537,7 +546,8 @@ uint64_t _ts_abandoned_reclaim(bool force) {
         atomic_fetch_add(&_ts_stats.segments_abandoned, kept);
     }
     pthread_mutex_unlock(&reclaim_lock);
-    return UINT64_MAX;
+    uint64_t again = atomic_load(&abandoned_due); /* a free during the pass asked again */
+    return again ? again : UINT64_MAX;
 }
 
 /* Take over a segment whose thread exited (the segment is ours alone: it was

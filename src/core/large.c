@@ -31,6 +31,9 @@
 #define LCACHE_SLOTS 32
 #define FREED_RING   64
 #define OS_PAGE      ((size_t)4096)
+/* calloc from a reused region this big asks which pages are resident
+ * (clear_reused). */
+#define CALLOC_PROBE_MIN ((size_t)1 << 20)
 
 typedef struct large_entry {
     uintptr_t ptr; /* 0: empty slot */
@@ -320,6 +323,53 @@ uint64_t _ts_large_purge(uint64_t now, bool force) {
 
 /* ---- blocks ------------------------------------------------------------------------ */
 
+/* calloc of a block whose first `stale` bytes may hold old data. Resident
+ * pages are cleared with memset: a page fault costs more than clearing the
+ * page (4 us per fault on the VM measured, against 0.2 us to clear 4 KiB).
+ * Runs of pages that are not resident are purged instead: they hold nothing
+ * unless swapped out, and touching them with memset would fault them all in
+ * (a 100 MiB block freed with one page touched, then calloc'ed: 3.4 ms with
+ * memset of all of it, 23 us purging all of it). From CALLOC_PROBE_MIN on,
+ * mincore tells which pages are which; smaller blocks, or when the OS
+ * refuses, are cleared with memset. */
+/* Clear [from, to) (page-aligned from; `to` may end mid-page): purge it if
+ * no page is resident, else memset. */
+static void clear_run(uintptr_t from, uintptr_t to, bool resident) {
+    if (resident || !_ts_os_purge((void *)from, ts_align_up(to - from, OS_PAGE)))
+        memset((void *)from, 0, to - from);
+}
+
+static void clear_reused(uintptr_t p, size_t stale, size_t size) {
+    size_t n = stale < size ? stale : size; /* bytes to clear */
+    if (n < CALLOC_PROBE_MIN) {
+        memset((void *)p, 0, n);
+        return;
+    }
+    uintptr_t end = p + n, run = p; /* [run, page): pages alike, resident or not */
+    bool run_resident = false;
+    unsigned char resident[4096];
+    for (uintptr_t base = p; base < end; base += sizeof resident * OS_PAGE) {
+        size_t chunk =
+            (size_t)(end - base + OS_PAGE - 1) / OS_PAGE; /* the region is page-rounded */
+        if (chunk > sizeof resident) chunk = sizeof resident;
+        if (!_ts_os_resident((void *)base, chunk * OS_PAGE, resident)) {
+            if (run < base) clear_run(run, base, run_resident);
+            memset((void *)base, 0, end - base);
+            return;
+        }
+        for (size_t i = 0; i < chunk; i++) {
+            bool in = resident[i] & 1;
+            uintptr_t page = base + i * OS_PAGE;
+            if (in != run_resident && page > run) {
+                clear_run(run, page, run_resident);
+                run = page;
+            }
+            run_resident = in;
+        }
+    }
+    clear_run(run, end, run_resident);
+}
+
 void *_ts_large_alloc(size_t size, size_t align, bool zero) {
     if (size > (size_t)PTRDIFF_MAX - TS_SEGMENT_SIZE) {
         errno = ENOMEM;
@@ -328,22 +378,23 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
     size_t need = ts_align_up(size ? size : 1, OS_PAGE);
     if (align < OS_PAGE) align = OS_PAGE;
     uintptr_t p = 0;
-    bool is_zero = true;
+    size_t stale = 0; /* leading bytes that may hold old data */
     lcache_entry_t e;
     if (lcache_take(need, align, &e)) {
         atomic_fetch_add(&_ts_stats.large_cache_hits, 1);
         /* From here the whole region counts as committed and none of it as free. */
         _ts_stat_commit(e.size - e.dirty);
         atomic_fetch_sub(&_ts_stats.dirty, e.dirty);
-        is_zero = e.zero;
         if (e.size >= need) {
             p = e.base;
             need = e.size;
+            stale = e.zero ? 0 : need;
         } else {
             void *q = _ts_os_remap((void *)e.base, e.size, need, true);
             if (q) {
                 _ts_stat_commit(need - e.size);
                 p = (uintptr_t)q;
+                stale = e.zero ? 0 : e.size; /* the grown part is fresh */
             } else { /* could not grow (e.g. it spans two mappings): map afresh */
                 _ts_stat_decommit(e.size);
                 atomic_fetch_add(&_ts_stats.unmapped, e.size);
@@ -359,7 +410,6 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
             return NULL;
         }
         p = (uintptr_t)q;
-        is_zero = true;
         _ts_stat_commit(need);
         _ts_purge_schedule(); /* see segment_map_new */
     }
@@ -377,7 +427,7 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
     atomic_fetch_add(&_ts_stats.large_count, 1);
     atomic_fetch_add(&_ts_stats.large_bytes, need);
     atomic_fetch_add(&_ts_stats.large_allocs, 1);
-    if (zero && !is_zero) memset((void *)p, 0, size);
+    if (zero && stale) clear_reused(p, stale, size);
     return (void *)p;
 }
 

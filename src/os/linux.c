@@ -48,6 +48,8 @@ static unsigned parse_ops(const char *s, const char **end) {
             ops |= TS_OS_FAIL_REMAP, s += 5;
         else if (strncmp(s, "purge", 5) == 0)
             ops |= TS_OS_FAIL_PURGE, s += 5;
+        else if (strncmp(s, "resident", 8) == 0)
+            ops |= TS_OS_FAIL_RESIDENT, s += 8;
         else
             s++;
     }
@@ -211,6 +213,11 @@ void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target
 bool _ts_os_purge(void *addr, size_t size) {
     if (should_fail(TS_OS_FAIL_PURGE)) return false;
     return madvise(addr, size, MADV_DONTNEED) == 0;
+}
+
+bool _ts_os_resident(void *addr, size_t size, unsigned char *vec) {
+    if (should_fail(TS_OS_FAIL_RESIDENT)) return false;
+    return mincore(addr, size, vec) == 0;
 }
 
 bool _ts_os_huge_pages(void *addr, size_t size, bool on) {

@@ -46,6 +46,10 @@ TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, vo
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */
 TS_HIDDEN bool _ts_os_purge(void *addr, size_t size);
+/* Which pages of [addr, addr + size) are resident (mincore): bit 0 of
+ * vec[i] for page i. A page that is not resident may still hold data (it
+ * may be swapped out); only a purge makes it read as zeros. */
+TS_HIDDEN bool _ts_os_resident(void *addr, size_t size, unsigned char *vec);
 /* Ask for transparent huge pages in a range not yet touched (MADV_HUGEPAGE:
  * its first touch then maps a whole 2 MiB page), or stop asking
  * (MADV_NOHUGEPAGE: khugepaged will not fill purged holes back in). Best
@@ -93,12 +97,14 @@ TS_HIDDEN bool _ts_os_is_main_thread(void);
  * TS_OS_FAIL_*), the next `count` calls fail with ENOMEM (count < 0: all of
  * them). _ts_os_test_fail(0, 0, 0) turns it off. Not for production use; also
  * settable from the environment as TSALLOC_TEST_OS_FAIL=<ops>:<skip>:<count>,
- * with <ops> a list like "sbrk,mmap" (names: mmap, sbrk, remap, purge). */
+ * with <ops> a list like "sbrk,mmap" (names: mmap, sbrk, remap, purge,
+ * resident). */
 enum {
-    TS_OS_FAIL_MMAP = 1 << 0,  /* _ts_os_map, _ts_os_map_aligned */
-    TS_OS_FAIL_SBRK = 1 << 1,  /* _ts_os_sbrk with a positive increment */
-    TS_OS_FAIL_REMAP = 1 << 2, /* _ts_os_remap, _ts_os_remap_to */
-    TS_OS_FAIL_PURGE = 1 << 3, /* _ts_os_purge (as madvise fails on locked memory) */
+    TS_OS_FAIL_MMAP = 1 << 0,     /* _ts_os_map, _ts_os_map_aligned */
+    TS_OS_FAIL_SBRK = 1 << 1,     /* _ts_os_sbrk with a positive increment */
+    TS_OS_FAIL_REMAP = 1 << 2,    /* _ts_os_remap, _ts_os_remap_to */
+    TS_OS_FAIL_PURGE = 1 << 3,    /* _ts_os_purge (as madvise fails on locked memory) */
+    TS_OS_FAIL_RESIDENT = 1 << 4, /* _ts_os_resident */
 };
 TS_HIDDEN void _ts_os_test_fail(unsigned ops, long skip, long count);
 /* How many calls the hook has refused so far (for tests). */

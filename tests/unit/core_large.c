@@ -181,7 +181,46 @@ static void test_purge_refused(void) {
               (size_t)atomic_load(&_ts_stats.large_cached_bytes), cached);
 }
 
+/* calloc of a cached region that holds a few written pages among pages never
+ * touched: those pages are cleared, the rest is purged, not cleared with
+ * memset (which faulted in all of it: RSS rose by the block's size), and
+ * every byte reads as zero. `fail`: the OS refuses mincore or madvise, and
+ * memset must do it all. */
+static void test_calloc_sparse(unsigned fail) {
+    const size_t n = 48 * MB;
+    malloc_trim(0);
+    unsigned char *p = malloc(n);
+    CHECK(p != NULL);
+    free(p);
+    purge_cache_now(); /* the region reads as zeros, nothing resident */
+    p = malloc(n);
+    CHECK(p != NULL);
+    static const size_t written[] = {0, 1, 7, 100, 101, 102, 4095, 4096, 8191, 12287};
+    size_t pages = n / 4096;
+    for (size_t i = 0; i < sizeof written / sizeof *written; i++)
+        memset(p + (written[i] % pages) * 4096, 0xA5, 4096);
+    p[n - 1] = 0xA5;
+    free(p); /* cached, dirty: 11 pages hold data */
+    _ts_os_test_fail(fail, 0, -1);
+    size_t rss0 = _ts_os_rss_bytes();
+    unsigned char *q = calloc(1, n);
+    size_t rss1 = _ts_os_rss_bytes();
+    _ts_os_test_fail(0, 0, 0);
+    CHECK_MSG(q == p, "the cached region was not reused: %p, %p", (void *)q, (void *)p);
+    if (!fail)
+        CHECK_MSG(rss1 < rss0 + 4 * MB, "calloc of a sparse region faulted it in: RSS %zu -> %zu",
+                  rss0, rss1);
+    for (size_t k = 0; k < n; k += 256) CHECK_MSG(q[k] == 0, "calloc byte %zu", k);
+    for (size_t i = 0; i < sizeof written / sizeof *written; i++)
+        CHECK(all_zero(q + (written[i] % pages) * 4096, 4096));
+    CHECK(q[n - 1] == 0);
+    free(q);
+}
+
 int main(void) {
+    test_calloc_sparse(0);
+    test_calloc_sparse(TS_OS_FAIL_RESIDENT);
+    test_calloc_sparse(TS_OS_FAIL_PURGE);
     test_calloc_after_split();
     test_purge_refused();
     test_basic();

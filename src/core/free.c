@@ -64,7 +64,6 @@ static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
 }
 
 void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, uint32_t count) {
-    bool abandoned = ts_page_owner(page) == 0; /* read before the page may go away */
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     for (;;) {
         unsigned st = ts_tf_state(w);
@@ -80,12 +79,13 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
         ts_block_t *old = ts_tf_ptr(w);
         if (ts_unlikely(old == head)) _ts_double_free("free", head);
         tail->next = old;
-        if (atomic_compare_exchange_weak_explicit(&page->thread_free, &w,
-                                                  ts_tf_make(head, ts_tf_count(w) + count, st),
+        uint64_t next = ts_tf_make(head, ts_tf_count(w) + count, st) | (w & TS_TF_DETACHED);
+        if (atomic_compare_exchange_weak_explicit(&page->thread_free, &w, next,
                                                   memory_order_release, memory_order_relaxed))
             break;
     }
-    if (abandoned) _ts_abandoned_note_free();
+    /* The page may be reclaimed from here on: only the word replaced counts. */
+    if (w & TS_TF_DETACHED) _ts_abandoned_note_free();
 }
 
 void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b) {

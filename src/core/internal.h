@@ -139,8 +139,13 @@ typedef struct ts_segment ts_segment_t;
  * NOTIFY: the page sits in its owner's full list; the next remote freer hands
  * its blocks to the owner heap's delayed list instead, so the owner learns
  * the page has room again. NOTIFYING: that hand-over is in progress (the
- * owner waits for it before it abandons the heap). */
+ * owner waits for it before it abandons the heap).
+ * Bit 2, TS_TF_DETACHED: the owner's heap was abandoned with blocks of this
+ * page out (set before the segment joins the abandoned list, cleared when a
+ * heap adopts it): a remote freer learns from the word its CAS replaced that
+ * it must ask for a reclaim pass; the owner read before the CAS may be stale. */
 enum { TS_TF_NORMAL = 0, TS_TF_NOTIFY = 1, TS_TF_NOTIFYING = 2 };
+#define TS_TF_DETACHED    ((uint64_t)4)
 #define TS_TF_COUNT_SHIFT 48
 #define TS_TF_PTR_MASK    ((((uint64_t)1 << TS_TF_COUNT_SHIFT) - 1) & ~(uint64_t)15)
 TS_INLINE ts_block_t *ts_tf_ptr(uint64_t w) {
@@ -478,6 +483,7 @@ TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
 TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
 TS_HIDDEN uint64_t _ts_abandoned_reclaim(uint64_t now, bool force);
 TS_HIDDEN void _ts_abandoned_note_free(void);
+TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
 TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap);
 TS_HIDDEN void _ts_segments_count(size_t *total, size_t *owned);

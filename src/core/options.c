@@ -89,7 +89,10 @@ TS_EXPORT bool ts_option_set(const char *name, long long value) {
     int i = find_option(name);
     if (i < 0 || value < options[i].min || value > options[i].max) return false;
     atomic_store_explicit(&values[i], value, memory_order_relaxed);
-    if (i == TS_OPT_PURGE_DELAY_MS) _ts_purge_schedule(); /* re-evaluate deadlines */
+    if (i == TS_OPT_PURGE_DELAY_MS) { /* re-evaluate deadlines */
+        _ts_abandoned_delay_changed(_ts_os_now_ns());
+        _ts_purge_schedule();
+    }
     return true;
 }
 

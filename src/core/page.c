@@ -355,6 +355,9 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
         _ts_segment_page_free(heap, page);
         return;
     }
+    /* Before the segment is abandoned (which asks for a pass): a push from
+     * here on asks again (free.c), one before it is seen by that pass. */
+    atomic_fetch_or_explicit(&page->thread_free, TS_TF_DETACHED, memory_order_relaxed);
     atomic_store_explicit(&page->owner, 0, memory_order_release);
 }
 

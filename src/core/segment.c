@@ -474,9 +474,21 @@ static ts_segment_t *abandoned_pop(void) {
 }
 
 void _ts_abandoned_note_free(void) {
+    /* The caller's push, then this load; a pass clears the request, then
+     * reads the pages: with a fence on each side, either this load sees the
+     * request cleared (and asks again) or the pass sees the push. */
+    atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&abandoned_due, memory_order_relaxed)) return; /* already asked */
     uint64_t none = 0, due = _ts_os_now_ns() + _ts_purge_delay_ns();
     if (atomic_compare_exchange_strong(&abandoned_due, &none, due)) _ts_purge_schedule();
+}
+
+/* The purge delay changed: a pending request is due no later than the new
+ * delay from now. */
+void _ts_abandoned_delay_changed(uint64_t now) {
+    uint64_t due = atomic_load(&abandoned_due), sooner = now + _ts_purge_delay_ns();
+    while (due && due > sooner && !atomic_compare_exchange_weak(&abandoned_due, &due, sooner)) {
+    }
 }
 
 /* Reset a page whose blocks have all come back, and return it to its segment
@@ -506,6 +518,7 @@ uint64_t _ts_abandoned_reclaim(uint64_t now, bool force) {
         pthread_mutex_lock(&reclaim_lock); /* after a running pass, its own */
         atomic_store(&abandoned_due, 0);
     }
+    atomic_thread_fence(memory_order_seq_cst); /* see _ts_abandoned_note_free */
     pthread_mutex_lock(&abandoned_lock);
     ts_segment_t *list = abandoned_list;
     abandoned_list = NULL;
@@ -561,6 +574,7 @@ static void heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
         page->is_head = 0;
         page->in_full = 0;
         page->next = page->prev = NULL;
+        atomic_fetch_and_explicit(&page->thread_free, ~TS_TF_DETACHED, memory_order_relaxed);
         atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
         uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
         if (ts_tf_count(w) == page->used)

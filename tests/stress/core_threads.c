@@ -28,6 +28,7 @@
 
 #include "check.h"
 #include "core/internal.h"
+#include "tsalloc.h"
 
 static size_t pages_in_use(void) {
     size_t n = 0;
@@ -295,6 +296,60 @@ static void test_reclaim_paced(void) {
     printf("reclaim while freeing a dead thread's blocks: %zu passes in %.3f s\n", runs, elapsed);
 }
 
+/* Poll, without malloc_trim (which would reclaim by itself), until the
+ * reclaimed-pages count reaches `target`; false after about 3 s. */
+static int reclaimed_reaches(size_t target) {
+    for (int tries = 0; tries < 300; tries++) {
+        if (atomic_load(&_ts_stats.reclaimed_pages) >= target) return 1;
+        usleep(10 * 1000);
+    }
+    return 0;
+}
+
+/* ---- 7 ---- */
+
+static void test_delay_lowered(void) {
+    CHECK(ts_option_set("purge_delay_ms", 600000)); /* ten minutes */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_small, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    free(blocks6[0]); /* asks for a pass ten minutes ahead */
+    CHECK(ts_option_set("purge_delay_ms", 0));
+    size_t reclaimed = atomic_load(&_ts_stats.reclaimed_pages);
+    for (int i = 1; i < N6; i++) free(blocks6[i]);
+    int ok = reclaimed_reaches(reclaimed + 100);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    CHECK_MSG(ok, "pages of a dead thread not reclaimed 3 s after the delay became 0 (%zu)",
+              (size_t)(atomic_load(&_ts_stats.reclaimed_pages) - reclaimed));
+    printf("reclaim after the purge delay was lowered: ok\n");
+}
+
+/* ---- 8 ---- */
+
+static void *alloc_two(void *arg) {
+    void **two = arg;
+    two[0] = malloc(2000);
+    two[1] = malloc(2000);
+    CHECK(two[0] && two[1]);
+    return NULL;
+}
+
+static void test_detached_flag(void) {
+    void *two[2];
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_two, two) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    ts_page_t *page = NULL;
+    CHECK(_ts_locate(two[0], &page) == TS_PTR_BLOCK);
+    CHECK_MSG(atomic_load(&page->thread_free) & TS_TF_DETACHED,
+              "a page detached with blocks out lacks TS_TF_DETACHED");
+    size_t reclaimed = atomic_load(&_ts_stats.reclaimed_pages);
+    free(two[0]);
+    free(two[1]); /* the page's last block: its push asks for a pass */
+    CHECK_MSG(reclaimed_reaches(reclaimed + 1), "the dead thread's page was not reclaimed");
+    printf("detached page: flagged, reclaimed\n");
+}
+
 int main(void) {
     free(malloc(1));
     test_dead_thread_blocks();
@@ -303,5 +358,7 @@ int main(void) {
     test_after_destructor();
     test_dead_without_destructor();
     test_reclaim_paced();
+    test_delay_lowered();
+    test_detached_flag();
     return 0;
 }

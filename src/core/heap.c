@@ -299,7 +299,8 @@ static void cancel_handovers(ts_heap_t *heap) {
     for (ts_page_t *p = heap->full.first; p; p = p->next) cancel_handover(p);
     for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)
         for (ts_page_t *p = heap->queue[cls].first; p; p = p->next) cancel_handover(p);
-    if (heap->empty_big) cancel_handover(heap->empty_big);
+    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP; i++)
+        if (heap->empty_big[i]) cancel_handover(heap->empty_big[i]);
 }
 
 void _ts_heaps_atfork_child(void) {

@@ -85,6 +85,11 @@ enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
  * (page.c, page_colour). */
 #define TS_COLOUR_MAX_BLOCK 1024
 /* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
+/* Empty big pages a heap keeps for reuse (page.c, page_cache). */
+#ifndef TS_EMPTY_BIG_KEEP
+#define TS_EMPTY_BIG_KEEP 4
+#endif
+
 #define TS_DIRECT_MAX   1024
 #define TS_DIRECT_SLOTS (TS_DIRECT_MAX / 16 + 1)
 /* The list classes: blocks up to 64 KiB (small and medium pages). */
@@ -358,12 +363,12 @@ struct ts_heap {
     uint32_t rbatch_used;
     uint16_t rbatch_clock; /* counts free_remote calls (mod 2^16): the age of batches */
     uint32_t slow_count;
-    uint64_t maint_at;                  /* next idle-page check (ns) */
-    ts_segment_t *segments;             /* every segment this heap owns */
-    ts_segment_t *avail[TS_KIND_COUNT]; /* owned segments with a free page */
-    ts_segment_t *spare;                /* one wholly free segment kept for reuse */
-    ts_page_t *empty_big;               /* one empty big page kept (see page.c) */
-    uint32_t empty_big_seen;            /* it was there at the last collection */
+    uint64_t maint_at;                         /* next idle-page check (ns) */
+    ts_segment_t *segments;                    /* every segment this heap owns */
+    ts_segment_t *avail[TS_KIND_COUNT];        /* owned segments with a free page */
+    ts_segment_t *spare;                       /* one wholly free segment kept for reuse */
+    ts_page_t *empty_big[TS_EMPTY_BIG_KEEP];   /* empty big pages kept, oldest first (page.c) */
+    uint8_t empty_big_seen[TS_EMPTY_BIG_KEEP]; /* it was there at the last collection */
     uint64_t remote_frees, remote_pushes, notify_frees, adopted, large_allocs;
     ts_heap_t *all_next, *all_prev; /* live heaps (pool lock) */
     ts_heap_t *pool_next;

@@ -16,9 +16,11 @@
  * loop that mallocs and frees one block keeps reusing its page instead of
  * retiring and re-initialising it on every call). Idle heads are retired by
  * the heap's periodic collection. Big pages (4 MiB) use the page's own list:
- * an empty big head is kept as heap->empty_big (one per heap), reused as is
- * by the next request of its class or re-initialised for another, and retired
- * when idle, so that an idle thread does not keep one per class resident.
+ * an empty big head is set aside in heap->empty_big (up to
+ * TS_EMPTY_BIG_KEEP per heap, the oldest retired beyond that), reused as is
+ * by the next request of its class or, with every slot taken, re-initialised
+ * for another, and retired when idle, so that an idle thread does not keep
+ * one per class resident.
  *
  * Invariants:
  * - Only the owner thread touches free, used, the queues; other threads only
@@ -372,11 +374,30 @@ void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
 
 /* ---- allocation slow path ------------------------------------------------------- */
 
+/* Take kept empty big page i out of the heap's slots (order kept). */
+static ts_page_t *empty_big_take(ts_heap_t *heap, unsigned i) {
+    ts_page_t *page = heap->empty_big[i];
+    for (; i + 1 < TS_EMPTY_BIG_KEEP; i++) {
+        heap->empty_big[i] = heap->empty_big[i + 1];
+        heap->empty_big_seen[i] = heap->empty_big_seen[i + 1];
+    }
+    heap->empty_big[TS_EMPTY_BIG_KEEP - 1] = NULL;
+    page->cached = 0;
+    return page;
+}
+
 static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool *adopted) {
-    ts_page_t *page = heap->empty_big;
-    if (page && _ts_classes[cls].kind == TS_KIND_BIG) { /* the kept empty big page */
-        heap->empty_big = NULL;
-        page->cached = 0;
+    ts_page_t *page = NULL;
+    if (heap->empty_big[0] && _ts_classes[cls].kind == TS_KIND_BIG) {
+        /* A kept page of this class as it is; else, with every slot taken,
+         * the oldest re-made (so classes used in turn keep a page each). */
+        unsigned pick = TS_EMPTY_BIG_KEEP;
+        for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP && heap->empty_big[i]; i++)
+            if (heap->empty_big[i]->cls == cls) pick = i;
+        if (pick == TS_EMPTY_BIG_KEEP && heap->empty_big[TS_EMPTY_BIG_KEEP - 1]) pick = 0;
+        if (pick < TS_EMPTY_BIG_KEEP) page = empty_big_take(heap, pick);
+    }
+    if (page) {
         if (page->cls == cls) {
             atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
             if (!page->free) page_refill(page);
@@ -396,27 +417,26 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
 }
 
 /* An empty big page at the head of its queue: keep it for the next request
- * (the one kept before goes back to its segment). Its owner word carries the
+ * (with TS_EMPTY_BIG_KEEP kept already, the oldest goes back to its
+ * segment). Its owner word carries the
  * FULL bit so that any free into it (a double free) takes the slow path. */
 static void page_cache(ts_heap_t *heap, ts_page_t *page) {
     /* Its last block may have come back through a hand-over whose freer has
      * one store left (NOTIFYING -> NORMAL): let it finish now, not in a fork
      * child where that freer does not exist. */
     _ts_page_settle_notify(page);
-    _ts_page_uncache(heap);
+    if (heap->empty_big[TS_EMPTY_BIG_KEEP - 1]) page_release(heap, empty_big_take(heap, 0));
     queue_remove(heap, page);
     page->cached = 1;
-    heap->empty_big = page;
-    heap->empty_big_seen = 0;
+    unsigned i = 0;
+    while (heap->empty_big[i]) i++;
+    heap->empty_big[i] = page;
+    heap->empty_big_seen[i] = 0;
     atomic_store_explicit(&page->owner, (uintptr_t)heap | TS_OWNER_FULL, memory_order_relaxed);
 }
 
 void _ts_page_uncache(ts_heap_t *heap) {
-    ts_page_t *page = heap->empty_big;
-    if (!page) return;
-    heap->empty_big = NULL;
-    page->cached = 0;
-    page_release(heap, page);
+    while (heap->empty_big[0]) page_release(heap, empty_big_take(heap, 0));
 }
 
 /* used == 0 on the free fast path. */
@@ -472,7 +492,13 @@ pop:
  * when `force`). */
 TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
 void _ts_pages_collect(ts_heap_t *heap, bool force) {
-    if (heap->empty_big && (force || heap->empty_big_seen++)) _ts_page_uncache(heap);
+    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP && heap->empty_big[i];) {
+        if (force || heap->empty_big_seen[i]) {
+            page_release(heap, empty_big_take(heap, i));
+            continue;
+        }
+        heap->empty_big_seen[i++] = 1;
+    }
     for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++) {
         ts_page_t *page = heap->queue[cls].first;
         if (!page) continue;

@@ -184,9 +184,30 @@ static void *hysteresis_larger(void *arg) {
         CHECK_MSG(page_of(p) == big, "a loop over one big block changed pages at %d", i);
         free(p);
     }
-    CHECK(big->cached && _ts_tls_heap->empty_big == big);
-    void *q = malloc(300000); /* another big class: the kept page is re-made for it */
-    CHECK(page_of(q) == big && big->block_size >= 300000 && !big->cached);
+    CHECK(big->cached && _ts_tls_heap->empty_big[0] == big);
+    /* As many big classes in turn as the heap keeps pages: each keeps its
+     * page, none is re-made (with one page kept, every call re-made one). */
+    size_t bigs[TS_EMPTY_BIG_KEEP];
+    ts_page_t *kept[TS_EMPTY_BIG_KEEP] = {0};
+    for (unsigned k = 0; k < TS_EMPTY_BIG_KEEP; k++) bigs[k] = 70000 + (size_t)k * 110000;
+    for (int i = 0; i < 400 * TS_EMPTY_BIG_KEEP; i++) {
+        unsigned k = (unsigned)i % TS_EMPTY_BIG_KEEP;
+        void *p = malloc(bigs[k]);
+        ts_page_t *page = page_of(p);
+        if (!kept[k]) kept[k] = page;
+        CHECK_MSG(kept[k] == page && page->block_size >= bigs[k] &&
+                      page->block_size < bigs[k] + bigs[k] / 4,
+                  "big size %zu moved to another page at %d", bigs[k], i);
+        free(p);
+    }
+    for (unsigned k = 0; k < TS_EMPTY_BIG_KEEP; k++)
+        for (unsigned j = 0; j < k; j++) CHECK(kept[k] != kept[j]);
+    CHECK(_ts_tls_heap->empty_big[TS_EMPTY_BIG_KEEP - 1] != NULL); /* every slot taken */
+    /* Another big class: the oldest kept page is re-made for it. */
+    void *q = malloc(500000);
+    ts_page_t *remade = page_of(q);
+    CHECK(remade->block_size >= 500000 && !remade->cached);
+    CHECK_MSG(remade == kept[0], "the oldest kept page was not re-made");
     free(q);
     return NULL;
 }

@@ -445,7 +445,13 @@ void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
         page->used = TS_HEAD_USED_BIAS;
         return;
     }
-    if (page->block_size > TS_MEDIUM_PAGE_MAX && heap->queue[page->cls].first == page)
+    /* A page beside others kept must have little of it carved: an idle
+     * thread then keeps at most one big page's worth resident, as with one
+     * slot, plus TS_EMPTY_BIG_EXTRA_BYTES for each other. */
+    bool keep = page->block_size > TS_MEDIUM_PAGE_MAX && heap->queue[page->cls].first == page &&
+                (!heap->empty_big[0] ||
+                 (size_t)page->capacity * page->block_size <= TS_EMPTY_BIG_EXTRA_BYTES);
+    if (keep)
         page_cache(heap, page);
     else
         _ts_page_retire(heap, page);

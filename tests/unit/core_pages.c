@@ -209,6 +209,22 @@ static void *hysteresis_larger(void *arg) {
     CHECK(remade->block_size >= 500000 && !remade->cached);
     CHECK_MSG(remade == kept[0], "the oldest kept page was not re-made");
     free(q);
+    /* A page carved in full (4 MiB touched) is not kept beside the others:
+     * an idle thread would hold it resident. */
+    void *full[16];
+    int n = 0;
+    ts_page_t *first = NULL;
+    for (; n < 16; n++) {
+        full[n] = malloc(400000);
+        if (!first) first = page_of(full[n]);
+        if (page_of(full[n]) != first) break;
+    }
+    CHECK(n >= 8 && (size_t)first->capacity * first->block_size > TS_EMPTY_BIG_EXTRA_BYTES);
+    CHECK(n < 16);
+    free(full[n]); /* the next page's block first: `first` then heads its queue */
+    for (int i = 0; i < n; i++) free(full[i]);
+    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP; i++)
+        CHECK_MSG(_ts_tls_heap->empty_big[i] != first, "a page carved in full was kept");
     return NULL;
 }
 

@@ -52,6 +52,7 @@ _tsb_workload(server --threads 2 --slots 100 --rounds 3 --ops 500)
 _tsb_workload(xthread --producers 1 --consumers 2 --blocks 4096 --batch 64 --depth 4)
 _tsb_workload(false-sharing --threads 2 --rounds 10 --writes 1000)
 _tsb_workload(fragmentation --small 5000)
+_tsb_workload(midsize --threads 2 --slots 8 --ops 2000)
 _tsb_workload(large --max-mb 4 --blocks 4 --max-block-mb 2 --live 2)
 _tsb_workload(fastpath --iters 20000 --warmup 100)
 

@@ -90,7 +90,7 @@ enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
 #ifndef TS_EMPTY_BIG_KEEP
 #define TS_EMPTY_BIG_KEEP 4
 #endif
-#define TS_EMPTY_BIG_EXTRA_BYTES ((size_t)2 << 20)
+#define TS_EMPTY_BIG_EXTRA_BYTES ((size_t)1 << 20)
 
 #define TS_DIRECT_MAX   1024
 #define TS_DIRECT_SLOTS (TS_DIRECT_MAX / 16 + 1)

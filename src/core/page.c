@@ -34,8 +34,9 @@ ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow pat
 
 /* Blocks carved per extension: lazy, so a page only touches what it hands
  * out: one OS page worth, at least TS_EXTEND_MIN blocks (carving writes one
- * word per block). The owner's frees go straight back to the free list, so a
- * loop that reuses few blocks never extends again. */
+ * word per block), and on big pages one block at a time (so that `capacity`
+ * bounds what the program touched: page_cache counts on it). The owner's frees go straight back to
+ * the free list, so a loop that reuses few blocks never extends again. */
 #define TS_EXTEND_BYTES 4096
 #define TS_EXTEND_MIN   4
 
@@ -199,7 +200,7 @@ static bool page_extend(ts_page_t *page) {
     if (!left) return false;
     uint32_t bs = page->block_size;
     uint32_t n = TS_EXTEND_BYTES / bs;
-    if (n < TS_EXTEND_MIN) n = TS_EXTEND_MIN;
+    if (n < TS_EXTEND_MIN) n = bs > TS_MEDIUM_PAGE_MAX ? 1 : TS_EXTEND_MIN; /* big: as needed */
     if (n > left) n = left;
     char *first = (char *)page->start + (size_t)page->capacity * bs;
     char *b = first;
@@ -409,6 +410,8 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
         return page;
     }
     page = _ts_segment_page_alloc(heap, (enum ts_kind)_ts_classes[cls].kind, may_adopt, adopted);
+    if (!page && heap->empty_big[0] && _ts_classes[cls].kind == TS_KIND_BIG)
+        page = empty_big_take(heap, 0); /* out of memory: re-make a kept page after all */
     if (!page) return NULL;
     page_init(heap, page, cls);
     page_extend(page);

@@ -15,6 +15,14 @@
  *    the purge helper reclaims at most about once per purge delay (it ran a
  *    pass after nearly every free before: 9,001 passes in 1.5 s of such
  *    frees), and the pages still come back.
+ * 7. A purge delay lowered at run time applies to a reclaim already asked
+ *    for with the old delay (it waited out the old one before).
+ * 8. A page detached with blocks out carries TS_TF_DETACHED in its
+ *    thread_free word, so a freer that read its owner as live before the
+ *    owner exited still asks for a pass when it pushes; the page comes back
+ *    without malloc_trim.
+ * 9. Frees into a dead thread's page after the passes asked so far have run
+ *    ask for another themselves: the page comes back without malloc_trim.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -350,6 +358,33 @@ static void test_detached_flag(void) {
     printf("detached page: flagged, reclaimed\n");
 }
 
+/* ---- 9 ---- */
+
+static void *alloc_three(void *arg) {
+    void **three = arg;
+    for (int i = 0; i < 3; i++) CHECK((three[i] = malloc(2000)) != NULL);
+    return NULL;
+}
+
+static void test_reclaim_late(void) {
+    void *three[3];
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, alloc_three, three) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    _ts_abandoned_reclaim(_ts_os_now_ns(), true); /* the pass the exit asked for, now */
+    size_t reclaimed = atomic_load(&_ts_stats.reclaimed_pages);
+    free(three[0]);
+    _ts_abandoned_reclaim(_ts_os_now_ns(), true); /* and the one that free asked for */
+    CHECK_EQ(atomic_load(&_ts_stats.reclaimed_pages), reclaimed); /* two blocks still out */
+    free(three[1]);
+    free(three[2]);
+    /* Only a pass these frees asked for reclaims the page (the helper's, or
+     * this one, which runs only if one was asked). */
+    (void)_ts_abandoned_reclaim(UINT64_MAX - 1, false);
+    CHECK_MSG(reclaimed_reaches(reclaimed + 1), "frees after the last pass did not ask for one");
+    printf("late frees into a dead thread's page: reclaimed\n");
+}
+
 int main(void) {
     free(malloc(1));
     test_dead_thread_blocks();
@@ -360,5 +395,6 @@ int main(void) {
     test_reclaim_paced();
     test_delay_lowered();
     test_detached_flag();
+    test_reclaim_late();
     return 0;
 }

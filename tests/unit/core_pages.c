@@ -658,6 +658,66 @@ static void stats_while_heads_change(void) {
     CHECK_MSG(worst <= 1000, "live 8 KiB blocks read as %llu", (unsigned long long)worst);
 }
 
+/* The kept big pages: which one goes when the slots are full, which ones the
+ * periodic collection retires (those kept since the collection before), that
+ * malloc_trim takes them all, and that out of memory a kept page is re-made
+ * before malloc gives up. */
+TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
+static int big_kept(ts_page_t *page) {
+    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP; i++)
+        if (_ts_tls_heap->empty_big[i] == page) return 1;
+    return 0;
+}
+static ts_page_t *keep_big(size_t size) { /* one block of `size`, freed: its page kept */
+    void *p = malloc(size);
+    CHECK(p != NULL);
+    ts_page_t *page = page_of(p);
+    free(p);
+    CHECK_MSG(big_kept(page), "the page of a %zu-byte block was not kept", size);
+    return page;
+}
+static void *big_slots(void *arg) {
+    (void)arg;
+    free(malloc(1)); /* this thread's heap exists from here on */
+    ts_heap_t *heap = _ts_tls_heap;
+    malloc_trim(0);
+    CHECK(heap->empty_big[0] == NULL);
+    ts_page_t *pg[TS_EMPTY_BIG_KEEP + 1];
+    void *live = malloc(70000 + TS_EMPTY_BIG_KEEP * 90000); /* its page empties last */
+    CHECK(live != NULL);
+    pg[TS_EMPTY_BIG_KEEP] = page_of(live);
+    for (unsigned k = 0; k < TS_EMPTY_BIG_KEEP; k++) pg[k] = keep_big(70000 + (size_t)k * 90000);
+    free(live); /* kept too: the slots were full, so the oldest goes */
+    CHECK_MSG(!big_kept(pg[0]), "a full set of slots kept its oldest page, not its newest");
+    for (unsigned k = 1; k <= TS_EMPTY_BIG_KEEP; k++) CHECK(big_kept(pg[k]));
+    /* Collection: a page kept since the last collection goes; one that was
+     * taken and kept again since stays. */
+    _ts_pages_collect(heap, false);
+    CHECK(big_kept(pg[1]) && big_kept(pg[2]));
+    ts_page_t *again = keep_big(70000 + 90000); /* pg[1]'s class: taken, kept again */
+    CHECK(again == pg[1]);
+    _ts_pages_collect(heap, false);
+    CHECK_MSG(big_kept(pg[1]), "a page kept again after the last collection was retired");
+    for (unsigned k = 2; k <= TS_EMPTY_BIG_KEEP; k++)
+        CHECK_MSG(!big_kept(pg[k]), "a page idle since the last collection stayed kept");
+    keep_big(70000); /* kept since no collection */
+    malloc_trim(0);
+    CHECK_MSG(heap->empty_big[0] == NULL, "malloc_trim left a kept page");
+    /* Out of memory: no new segment, but kept pages are re-made. */
+    keep_big(70000);
+    keep_big(200000);
+    static void *held[4096];
+    int n = 0;
+    _ts_os_test_fail(TS_OS_FAIL_MMAP, 0, -1);
+    while (n < 4096 && (held[n] = malloc(400000)) != NULL) n++;
+    _ts_os_test_fail(0, 0, 0);
+    CHECK(n < 4096);
+    CHECK_MSG(heap->empty_big[0] == NULL, "malloc failed while empty big pages were kept");
+    for (int i = 0; i < n; i++) free(held[i]);
+    malloc_trim(0);
+    return NULL;
+}
+
 int main(void) {
     free(malloc(1));
     run(one_page);
@@ -665,6 +725,7 @@ int main(void) {
     run(retire);
     run(hysteresis);
     run(hysteresis_larger);
+    run(big_slots);
     test_full_list();
     run(aligned);
     run(colours);

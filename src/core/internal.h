@@ -86,7 +86,7 @@ enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
 #define TS_COLOUR_MAX_BLOCK 1024
 /* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
 /* Empty big pages a heap keeps for reuse (page.c, page_cache); beside
- * another, only one with at most TS_EMPTY_BIG_EXTRA_BYTES carved. */
+ * another, only one with at most TS_EMPTY_BIG_EXTRA_BYTES touched. */
 #ifndef TS_EMPTY_BIG_KEEP
 #define TS_EMPTY_BIG_KEEP 4
 #endif
@@ -199,6 +199,9 @@ typedef struct ts_page {
     /* Free pages: written under the segment lock. */
     _Alignas(64) uint64_t purge_at; /* free dirty page: when to give it back */
     uintptr_t base;                 /* the page's memory: area bytes from here */
+    /* Bytes from base that may be resident: raised by the owner as it carves
+     * (whatever the class), cleared by a purge (under the segment lock). */
+    uint32_t touched;
     /* Read-mostly: set when the page is (re)initialised or grows; remote
      * freers read it to validate pointers without disturbing the owner. */
     _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */

@@ -34,9 +34,9 @@ ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow pat
 
 /* Blocks carved per extension: lazy, so a page only touches what it hands
  * out: one OS page worth, at least TS_EXTEND_MIN blocks (carving writes one
- * word per block), and on big pages one block at a time (so that `capacity`
- * bounds what the program touched: page_cache counts on it). The owner's frees go straight back to
- * the free list, so a loop that reuses few blocks never extends again. */
+ * word per block), and on big pages one block at a time (so that `touched`
+ * bounds what the program touched: page_empty_at_free counts on it). The owner's frees go straight
+ * back to the free list, so a loop that reuses few blocks never extends again. */
 #define TS_EXTEND_BYTES 4096
 #define TS_EXTEND_MIN   4
 
@@ -212,6 +212,8 @@ static bool page_extend(ts_page_t *page) {
     ts_block_mark(page, b);
     page->free = (ts_block_t *)first;
     page->capacity += n;
+    uint32_t end = (uint32_t)(page->start - page->base) + page->capacity * bs;
+    if (end > page->touched) page->touched = end;
     atomic_store_explicit(&page->carved, page->capacity, memory_order_release);
     return true;
 }
@@ -448,12 +450,12 @@ void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
         page->used = TS_HEAD_USED_BIAS;
         return;
     }
-    /* A page beside others kept must have little of it carved: an idle
-     * thread then keeps at most one big page's worth resident, as with one
-     * slot, plus TS_EMPTY_BIG_EXTRA_BYTES for each other. */
+    /* A page beside others kept must have little of it touched since its
+     * last purge (in any class): an idle thread then keeps at most one big
+     * page's worth resident, as with one slot, plus TS_EMPTY_BIG_EXTRA_BYTES
+     * for each other. */
     bool keep = page->block_size > TS_MEDIUM_PAGE_MAX && heap->queue[page->cls].first == page &&
-                (!heap->empty_big[0] ||
-                 (size_t)page->capacity * page->block_size <= TS_EMPTY_BIG_EXTRA_BYTES);
+                (!heap->empty_big[0] || page->touched <= TS_EMPTY_BIG_EXTRA_BYTES);
     if (keep)
         page_cache(heap, page);
     else

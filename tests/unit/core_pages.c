@@ -703,6 +703,23 @@ static void *big_slots(void *arg) {
     keep_big(70000); /* kept since no collection */
     malloc_trim(0);
     CHECK_MSG(heap->empty_big[0] == NULL, "malloc_trim left a kept page");
+    /* A page touched in full, kept alone, then re-made for another class
+     * with one block carved: its memory is still resident, so beside other
+     * kept pages it is not kept again. */
+    void *fill[64];
+    int nfill = 0;
+    fill[nfill++] = malloc(400000);
+    ts_page_t *whole = page_of(fill[0]);
+    while (nfill < 64 && (uint32_t)nfill < whole->reserved) CHECK((fill[nfill++] = malloc(400000)));
+    CHECK(page_of(fill[nfill - 1]) == whole && whole->capacity == whole->reserved);
+    for (int i = 0; i < nfill; i++) free(fill[i]);
+    CHECK(heap->empty_big[0] == whole);
+    for (unsigned k = 1; k < TS_EMPTY_BIG_KEEP; k++) keep_big(70000 + (size_t)k * 90000);
+    void *other = malloc(500000); /* a class with no kept page: the oldest, `whole`, is re-made */
+    CHECK(page_of(other) == whole && whole->capacity == 1);
+    free(other);
+    CHECK_MSG(!big_kept(whole), "a re-made page touched in full was kept beside others");
+    malloc_trim(0);
     /* Out of memory: no new segment, but kept pages are re-made. */
     keep_big(70000);
     keep_big(200000);

@@ -14,7 +14,7 @@
 
 #include "tsb.h"
 
-static long opt_threads = 2, opt_slots = 32, opt_ops = 1000000, opt_min = 16384, opt_max = 262144;
+static long opt_threads = 2, opt_slots = 32, opt_ops = 500000, opt_min = 16384, opt_max = 262144;
 static pthread_barrier_t start_line;
 
 typedef struct {

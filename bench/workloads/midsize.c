@@ -78,7 +78,8 @@ int main(int argc, char **argv) {
     tsb_start("midsize");
     tsb_parse(argc, argv, opts);
     tsb_require(opt_threads >= 1 && opt_threads <= 1024, "1 <= threads <= 1024");
-    tsb_require(opt_slots >= 1 && opt_slots < (1L << 20) && opt_ops >= 0, "1 <= slots < 2^20");
+    tsb_require(opt_slots >= 1 && opt_slots < (1L << 20), "1 <= slots < 2^20");
+    tsb_require(opt_ops >= 0, "ops >= 0");
     tsb_require(opt_min >= 16 && opt_max >= opt_min && opt_max < (1L << 31), "16 <= min <= max");
 
     worker_t *w = tsb_pages(sizeof(worker_t) * (size_t)opt_threads);

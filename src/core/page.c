@@ -411,9 +411,16 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
         queue_push_front(heap, page);
         return page;
     }
-    page = _ts_segment_page_alloc(heap, (enum ts_kind)_ts_classes[cls].kind, may_adopt, adopted);
-    if (!page && heap->empty_big[0] && _ts_classes[cls].kind == TS_KIND_BIG)
-        page = empty_big_take(heap, 0); /* out of memory: re-make a kept page after all */
+    enum ts_kind kind = (enum ts_kind)_ts_classes[cls].kind;
+    page = _ts_segment_page_alloc(heap, kind, may_adopt, adopted);
+    if (!page && !*adopted && heap->empty_big[0]) { /* out of memory (not an adoption) */
+        if (kind == TS_KIND_BIG) {
+            page = empty_big_take(heap, 0); /* re-make a kept page after all */
+        } else { /* their segments go free: one may be laid out for this kind */
+            _ts_page_uncache(heap);
+            page = _ts_segment_page_alloc(heap, kind, false, adopted);
+        }
+    }
     if (!page) return NULL;
     page_init(heap, page, cls);
     page_extend(page);

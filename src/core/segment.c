@@ -240,10 +240,10 @@ static void purge_pages(ts_segment_t *seg, uint64_t mask) {
         while (last + 1 < TS_MAX_PAGES && (mask & ((uint64_t)1 << (last + 1)))) last++;
         ts_page_t *a = &seg->pages[first], *b = &seg->pages[last];
         size_t len = b->base + b->area - a->base;
-        _ts_os_purge((void *)a->base, len);
+        bool purged = _ts_os_purge((void *)a->base, len);
         for (unsigned i = first; i <= last; i++) {
             ts_page_set_state(&seg->pages[i], TS_PAGE_FREE_CLEAN);
-            seg->pages[i].touched = 0;
+            if (purged) seg->pages[i].touched = 0; /* else still resident (locked memory) */
         }
         total += len;
         uint64_t run = (last == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (last + 1)) - 1)) &

@@ -732,6 +732,44 @@ static void *big_slots(void *arg) {
     CHECK_MSG(heap->empty_big[0] == NULL, "malloc failed while empty big pages were kept");
     for (int i = 0; i < n; i++) free(held[i]);
     malloc_trim(0);
+    /* Out of memory for a medium page: the kept big pages' segments are
+     * given up for it before malloc fails. */
+    keep_big(70000);
+    keep_big(200000);
+    n = 0;
+    _ts_os_test_fail(TS_OS_FAIL_MMAP, 0, -1);
+    while (n < 4096 && (held[n] = malloc(60000)) != NULL) n++;
+    _ts_os_test_fail(0, 0, 0);
+    CHECK(n < 4096);
+    CHECK_MSG(heap->empty_big[0] == NULL, "a medium malloc failed while big pages were kept");
+    for (int i = 0; i < n; i++) free(held[i]);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* A big request that adopts a dead thread's segment on its way (which only
+ * means "look again") leaves the kept big pages alone. */
+static void *leave_block(void *arg) {
+    *(void **)arg = malloc(100); /* live at exit: the segment is abandoned */
+    return NULL;
+}
+static void *adopt_keeps(void *arg) {
+    (void)arg;
+    free(malloc(1));
+    malloc_trim(0);
+    ts_page_t *kept = keep_big(70000);
+    size_t adopted = atomic_load(&_ts_stats.adopted);
+    void *left = NULL;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, leave_block, &left) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    void *p = malloc(200000);
+    CHECK(p != NULL && left != NULL);
+    CHECK_MSG(atomic_load(&_ts_stats.adopted) > adopted, "no segment was adopted: no test");
+    CHECK_MSG(big_kept(kept) && page_of(p) != kept, "an adoption re-made a kept big page");
+    free(p);
+    free(left);
+    malloc_trim(0);
     return NULL;
 }
 
@@ -743,6 +781,7 @@ int main(void) {
     run(hysteresis);
     run(hysteresis_larger);
     run(big_slots);
+    run(adopt_keeps);
     test_full_list();
     run(aligned);
     run(colours);

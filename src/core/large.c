@@ -202,7 +202,7 @@ static void purge_entry(lcache_entry_t *e) {
 
 /* Keep a freed region for reuse, joined with cached neighbours, or give it
  * back at once when the cache cannot hold it. */
-static void lcache_put(uintptr_t base, size_t size, bool was_block) {
+static void lcache_put(uintptr_t base, size_t size) {
     size_t limit = (size_t)_ts_option(TS_OPT_LARGE_CACHE_MB) << 20;
     atomic_fetch_add(&_ts_stats.dirty, size);
     if (size > limit) {
@@ -212,7 +212,7 @@ static void lcache_put(uintptr_t base, size_t size, bool was_block) {
     uint64_t now = _ts_os_now_ns();
     lcache_entry_t evict = {0};
     pthread_mutex_lock(&lcache_lock);
-    if (was_block) freed_ring[freed_pos++ % FREED_RING] = base; /* to name double frees */
+    freed_ring[freed_pos++ % FREED_RING] = base;
     size_t dirty = size;
     for (unsigned i = 0; i < lcache_n;) { /* neighbours: one region again */
         lcache_entry_t *e = &lcache[i];
@@ -420,7 +420,7 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
     pthread_mutex_unlock(&s->lock);
     if (!ok) { /* the OS refused a bigger table: the region waits in the cache */
         _ts_verbose(1, "no table slot for a large block of %zu bytes", need);
-        lcache_put(p, need, false);
+        lcache_put(p, need);
         errno = ENOMEM;
         return NULL;
     }
@@ -454,7 +454,7 @@ void _ts_large_free(void *p, const char *func) {
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_sub(&_ts_stats.large_count, 1);
     atomic_fetch_sub(&_ts_stats.large_bytes, size);
-    lcache_put((uintptr_t)p, size, true);
+    lcache_put((uintptr_t)p, size);
 }
 
 size_t _ts_large_usable(const void *p, const char *func) {
@@ -487,18 +487,7 @@ void *_ts_large_realloc(void *p, size_t size) {
         pthread_mutex_unlock(&s->lock);
         return p;
     }
-    if (need < old) {
-        /* Shrink: the tail goes to the cache as a region of its own, with no
-         * system call (an mremap that drops its pages, then page faults when
-         * the region grows again: malloc of 4 MiB, realloc to 600 KB and free
-         * took 7.9 us a round, jemalloc 1.0). Freeing the block joins them. */
-        e->size = need;
-        pthread_mutex_unlock(&s->lock);
-        atomic_fetch_sub(&_ts_stats.large_bytes, old - need);
-        lcache_put((uintptr_t)p + need, old - need, false);
-        return p;
-    }
-    /* Grow in place first, under the stripe lock. */
+    /* In place first (a shrink always is), under the stripe lock. */
     void *q = _ts_os_remap(p, old, need, false);
     if (q) {
         if (need > old) mark_large((uintptr_t)q, need); /* the chunks it grew into */
@@ -539,8 +528,11 @@ void *_ts_large_realloc(void *p, size_t size) {
             return NULL;
         }
     }
-    _ts_stat_commit(need - old); /* grown */
-    atomic_fetch_add(&_ts_stats.large_bytes, need - old);
+    if (need > old)
+        _ts_stat_commit(need - old);
+    else
+        _ts_stat_decommit(old - need);
+    atomic_fetch_add(&_ts_stats.large_bytes, need - old); /* wraps correctly when smaller */
     atomic_fetch_add(&_ts_stats.large_remaps, 1);
     return q;
 }

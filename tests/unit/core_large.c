@@ -66,38 +66,12 @@ static void test_realloc(void) {
             CHECK_EQ(atomic_load(&_ts_segmap[c]), TS_MAP_LARGE);
     }
     CHECK(atomic_load(&_ts_stats.large_remaps) >= remaps + 6);
-    p = realloc(p, 3 * MB); /* shrink in place: the tail goes to the cache */
+    p = realloc(p, 3 * MB); /* shrink in place */
     CHECK(p != NULL && malloc_usable_size(p) == 3 * MB);
     for (size_t i = 0; i < 3 * MB; i += 4096) CHECK(p[i] == (unsigned char)(9 + i / 4096));
     p = realloc(p, 1000); /* into a class block */
     CHECK(p != NULL && p[0] == 9 && malloc_usable_size(p) < 2048);
     free(p);
-}
-
-/* A shrink by realloc makes no system call: the tail becomes a cached region
- * of its own, the next request of its size takes it, and frees join the
- * pieces again. */
-static void test_realloc_shrink(void) {
-    malloc_trim(0); /* an empty cache: the regions below are the only ones */
-    unsigned char *p = malloc(8 * MB);
-    CHECK(p != NULL);
-    touch(p, 8 * MB, 3);
-    size_t remaps = atomic_load(&_ts_stats.large_remaps);
-    size_t cached = atomic_load(&_ts_stats.large_cached_bytes);
-    unsigned char *q = realloc(p, 2 * MB);
-    CHECK(q == p && malloc_usable_size(q) == 2 * MB);
-    CHECK_EQ(atomic_load(&_ts_stats.large_remaps), remaps);
-    CHECK_EQ(atomic_load(&_ts_stats.large_cached_bytes), cached + 6 * MB);
-    for (size_t i = 0; i < 2 * MB; i += 4096) CHECK(q[i] == (unsigned char)(3 + i / 4096));
-    unsigned char *r = malloc(6 * MB);
-    CHECK_MSG(r == p + 2 * MB, "the tail was not reused: %p, block at %p", (void *)r, (void *)p);
-    touch(r, 6 * MB, 4);
-    for (size_t i = 0; i < 2 * MB; i += 4096) CHECK(q[i] == (unsigned char)(3 + i / 4096));
-    free(r);
-    free(q);
-    unsigned char *s = malloc(8 * MB);
-    CHECK_MSG(s == p, "the pieces were not joined: %p, %p", (void *)s, (void *)p);
-    free(s);
 }
 
 static void test_calloc_reuse(void) {
@@ -251,7 +225,6 @@ int main(void) {
     test_purge_refused();
     test_basic();
     test_realloc();
-    test_realloc_shrink();
     test_calloc_reuse();
     test_no_fault_storm();
     test_many_live();

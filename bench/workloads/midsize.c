@@ -18,52 +18,50 @@ static long opt_threads = 2, opt_slots = 32, opt_ops = 500000, opt_min = 16384, 
 static pthread_barrier_t start_line;
 
 typedef struct {
-    long id;
+    _Alignas(64) long id; /* each thread's counters on lines of their own */
     uint64_t bytes_freed;
     long bad;
     tsb_span_t span;
+    /* The thread's blocks: slot k holds ptr[k], size[k] bytes, tagged tag[k]. */
+    void **ptr;
+    uint32_t *size;
+    uint64_t *tag;
+    uint64_t rng, made;
 } worker_t;
+
+static void fill_slot(worker_t *w, long k) {
+    w->size[k] = (uint32_t)tsb_range(&w->rng, (size_t)opt_min, (size_t)opt_max);
+    w->ptr[k] = malloc(w->size[k]);
+    if (!w->ptr[k]) tsb_fail("malloc(%u) returned NULL", w->size[k]);
+    w->tag[k] = tsb_mix(++w->made ^ ((uint64_t)w->id << 40));
+    tsb_tag(w->ptr[k], w->size[k], w->tag[k]);
+}
+
+static void release_slot(worker_t *w, long k) {
+    w->bad += !tsb_tag_ok(w->ptr[k], w->size[k], w->tag[k]);
+    w->bytes_freed += w->size[k];
+    free(w->ptr[k]);
+}
 
 static void *worker(void *arg) {
     worker_t *w = arg;
-    uint64_t rng = tsb_mix(0x3a1d5u + (uint64_t)w->id);
-    void **ptr = tsb_pages(sizeof(void *) * (size_t)opt_slots);
-    uint32_t *size = tsb_pages(sizeof(uint32_t) * (size_t)opt_slots);
-    uint64_t *tag = tsb_pages(sizeof(uint64_t) * (size_t)opt_slots);
-    uint64_t made = 0;
-    for (long k = 0; k < opt_slots; k++) {
-        size[k] = (uint32_t)tsb_range(&rng, (size_t)opt_min, (size_t)opt_max);
-        ptr[k] = malloc(size[k]);
-        if (!ptr[k]) tsb_fail("malloc(%u) returned NULL", size[k]);
-        tag[k] = tsb_mix(++made ^ ((uint64_t)w->id << 40));
-        tsb_tag(ptr[k], size[k], tag[k]);
-    }
+    w->rng = tsb_mix(0x3a1d5u + (uint64_t)w->id);
+    w->ptr = tsb_pages(sizeof(void *) * (size_t)opt_slots);
+    w->size = tsb_pages(sizeof(uint32_t) * (size_t)opt_slots);
+    w->tag = tsb_pages(sizeof(uint64_t) * (size_t)opt_slots);
+    for (long k = 0; k < opt_slots; k++) fill_slot(w, k);
     pthread_barrier_wait(&start_line);
     w->span.start = tsb_now();
-    uint64_t freed = 0;
-    long bad = 0;
     for (long i = 0; i < opt_ops; i++) {
-        long k = (long)tsb_range(&rng, 0, (size_t)opt_slots - 1);
-        bad += !tsb_tag_ok(ptr[k], size[k], tag[k]);
-        freed += size[k];
-        free(ptr[k]);
-        size[k] = (uint32_t)tsb_range(&rng, (size_t)opt_min, (size_t)opt_max);
-        ptr[k] = malloc(size[k]);
-        if (!ptr[k]) tsb_fail("malloc(%u) returned NULL", size[k]);
-        tag[k] = tsb_mix(++made ^ ((uint64_t)w->id << 40));
-        tsb_tag(ptr[k], size[k], tag[k]);
+        long k = (long)tsb_range(&w->rng, 0, (size_t)opt_slots - 1);
+        release_slot(w, k);
+        fill_slot(w, k);
     }
     w->span.end = tsb_now();
-    for (long k = 0; k < opt_slots; k++) {
-        bad += !tsb_tag_ok(ptr[k], size[k], tag[k]);
-        freed += size[k];
-        free(ptr[k]);
-    }
-    w->bytes_freed = freed;
-    w->bad = bad;
-    tsb_pages_free(ptr, sizeof(void *) * (size_t)opt_slots);
-    tsb_pages_free(size, sizeof(uint32_t) * (size_t)opt_slots);
-    tsb_pages_free(tag, sizeof(uint64_t) * (size_t)opt_slots);
+    for (long k = 0; k < opt_slots; k++) release_slot(w, k);
+    tsb_pages_free(w->ptr, sizeof(void *) * (size_t)opt_slots);
+    tsb_pages_free(w->size, sizeof(uint32_t) * (size_t)opt_slots);
+    tsb_pages_free(w->tag, sizeof(uint64_t) * (size_t)opt_slots);
     return NULL;
 }
 

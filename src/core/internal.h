@@ -84,14 +84,11 @@ enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
 /* Pages of classes up to here start their blocks at a per-page colour
  * (page.c, page_colour). */
 #define TS_COLOUR_MAX_BLOCK 1024
-/* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
 /* Empty big pages a heap keeps for reuse (page.c, page_cache); beside
  * another, only one with at most TS_EMPTY_BIG_EXTRA_BYTES touched. */
-#ifndef TS_EMPTY_BIG_KEEP
-#define TS_EMPTY_BIG_KEEP 4
-#endif
+#define TS_EMPTY_BIG_KEEP        4
 #define TS_EMPTY_BIG_EXTRA_BYTES ((size_t)1 << 20)
-
+/* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
 #define TS_DIRECT_MAX   1024
 #define TS_DIRECT_SLOTS (TS_DIRECT_MAX / 16 + 1)
 /* The list classes: blocks up to 64 KiB (small and medium pages). */

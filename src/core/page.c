@@ -35,8 +35,9 @@ ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow pat
 /* Blocks carved per extension: lazy, so a page only touches what it hands
  * out: one OS page worth, at least TS_EXTEND_MIN blocks (carving writes one
  * word per block), and on big pages one block at a time (so that `touched`
- * bounds what the program touched: page_empty_at_free counts on it). The owner's frees go straight
- * back to the free list, so a loop that reuses few blocks never extends again. */
+ * bounds what the program touched: _ts_page_empty_at_free counts on it). The
+ * owner's frees go straight back to the free list, so a loop that reuses few
+ * blocks never extends again. */
 #define TS_EXTEND_BYTES 4096
 #define TS_EXTEND_MIN   4
 
@@ -390,8 +391,9 @@ static ts_page_t *empty_big_take(ts_heap_t *heap, unsigned i) {
 }
 
 static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool *adopted) {
+    enum ts_kind kind = (enum ts_kind)_ts_classes[cls].kind;
     ts_page_t *page = NULL;
-    if (heap->empty_big[0] && _ts_classes[cls].kind == TS_KIND_BIG) {
+    if (heap->empty_big[0] && kind == TS_KIND_BIG) {
         /* A kept page of this class as it is; else, with every slot taken,
          * the oldest re-made (so classes used in turn keep a page each). */
         unsigned pick = TS_EMPTY_BIG_KEEP;
@@ -411,7 +413,6 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
         queue_push_front(heap, page);
         return page;
     }
-    enum ts_kind kind = (enum ts_kind)_ts_classes[cls].kind;
     page = _ts_segment_page_alloc(heap, kind, may_adopt, adopted);
     if (!page && !*adopted && heap->empty_big[0]) { /* out of memory (not an adoption) */
         if (kind == TS_KIND_BIG) {
@@ -430,8 +431,8 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
 
 /* An empty big page at the head of its queue: keep it for the next request
  * (with TS_EMPTY_BIG_KEEP kept already, the oldest goes back to its
- * segment). Its owner word carries the
- * FULL bit so that any free into it (a double free) takes the slow path. */
+ * segment). Its owner word carries the FULL bit so that any free into it (a
+ * double free) takes the slow path. */
 static void page_cache(ts_heap_t *heap, ts_page_t *page) {
     /* Its last block may have come back through a hand-over whose freer has
      * one store left (NOTIFYING -> NORMAL): let it finish now, not in a fork

@@ -4,13 +4,16 @@
  *
  * Each block gets a tag in its first word and last byte, read back before the
  * free: a block handed to two threads at once, or a corrupted one, fails.
+ * With --tags 0 the blocks are not touched, as in the seed's program, so the
+ * loop is the allocator's calls and little else (tsbench's lecture1-bare);
+ * an empty asm keeps the compiler from removing the malloc/free pair.
  * check = total bytes allocated, which the arguments alone determine.
  */
 #include <pthread.h>
 
 #include "tsb.h"
 
-static long opt_threads = 32, opt_iters = 400000, opt_classes = 64;
+static long opt_threads = 32, opt_iters = 400000, opt_classes = 64, opt_tags = 1;
 static pthread_barrier_t start_line;
 
 typedef struct {
@@ -20,6 +23,22 @@ typedef struct {
     tsb_span_t span; /* this thread's loop */
 } worker_t;
 
+/* The seed's loop: nothing touches the block. */
+static uint64_t bare_loop(void) {
+    uint64_t bytes = 0;
+    long k = 0;
+    for (long i = 0; i < opt_iters; i++) {
+        size_t n = 8 * (size_t)(k + 1);
+        if (++k == opt_classes) k = 0;
+        void *p = malloc(n);
+        if (!p) tsb_fail("malloc(%zu) returned NULL", n);
+        __asm__ volatile("" : : "r"(p) : "memory"); /* p escapes: the pair stays */
+        bytes += n;
+        free(p);
+    }
+    return bytes;
+}
+
 static void *worker(void *arg) {
     worker_t *w = arg;
     pthread_barrier_wait(&start_line);
@@ -27,6 +46,11 @@ static void *worker(void *arg) {
     uint64_t bytes = 0;
     long bad = 0;
     long k = 0; /* i % classes, without a division per pass (the seed's N is a constant) */
+    if (!opt_tags) {
+        w->bytes = bare_loop();
+        w->span.end = tsb_now();
+        return NULL;
+    }
     for (long i = 0; i < opt_iters; i++) {
         size_t n = 8 * (size_t)(k + 1);
         if (++k == opt_classes) k = 0;
@@ -49,11 +73,13 @@ int main(int argc, char **argv) {
         {"threads", &opt_threads, NULL, "threads, each looping malloc/free"},
         {"iters", &opt_iters, NULL, "malloc/free pairs per thread"},
         {"classes", &opt_classes, NULL, "sizes 8, 16, ... 8*classes bytes"},
+        {"tags", &opt_tags, NULL, "1: tag and check every block; 0: touch none (the seed's loop)"},
         {0}};
     tsb_start("lecture1");
     tsb_parse(argc, argv, opts);
     tsb_require(opt_threads >= 1 && opt_threads <= 4096, "1 <= threads <= 4096");
     tsb_require(opt_iters >= 1 && opt_classes >= 1, "iters, classes >= 1");
+    tsb_require(opt_tags == 0 || opt_tags == 1, "tags is 0 or 1");
 
     worker_t *w = tsb_pages(sizeof(worker_t) * (size_t)opt_threads);
     pthread_barrier_init(&start_line, NULL, (unsigned)opt_threads + 1);

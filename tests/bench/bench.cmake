@@ -31,6 +31,17 @@ function(_tsb_workload wl)
 endfunction()
 
 _tsb_workload(lecture1 --threads 4 --iters 2000)
+# The untagged loop (lecture1-bare) must still be the allocator's: same check.
+if(TARGET tsb-lecture1)
+  add_test(NAME "bench_lecture1_bare[glibc]" COMMAND tsb-lecture1 --threads 4 --iters 2000 --tags 0)
+  set_tests_properties("bench_lecture1_bare[glibc]" PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "(^|\n)lecture1: [^\n]* check=2067712 [^\n]* ok(\n|$)"
+    FAIL_REGULAR_EXPRESSION "FAILED")
+  ts_preload_test(bench_lecture1_bare tsb-lecture1 ARGS --threads 4 --iters 2000 --tags 0 TIMEOUT 60)
+  foreach(d ${TS_ALL_DESIGNS})
+    _tsb_check("bench_lecture1_bare[${d}]" lecture1)
+  endforeach()
+endif()
 _tsb_workload(lecture2 --pairs 2 --batches 4 --batch 64 --ring 256)
 # lecture2 with fixed placement (--pin): each of the 6 threads checks it runs
 # on its CPU, and the result line counts them.

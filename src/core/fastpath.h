@@ -69,10 +69,15 @@ TS_INLINE void ts_core_free_inline(void *p) {
     if (ts_unlikely(chunk >= TS_SEGMAP_ENTRIES)) goto slow;
     unsigned shift = atomic_load_explicit(&_ts_segmap[chunk], memory_order_relaxed);
     ts_page_t *page;
+    /* Constant shifts: the page's address then follows from p alone, and a
+     * malloc that waits for this free's store to page->free does not also
+     * wait for the segment map's load (which the branches only confirm). */
     if (ts_likely(shift == TS_SHIFT_SMALL))
         page = ts_small_page_of(p);
-    else if (shift > TS_SHIFT_SMALL)
-        page = ts_page_of(ts_segment_of(p), p, shift);
+    else if (shift == TS_SHIFT_MEDIUM)
+        page = ts_page_of(ts_segment_of(p), p, TS_SHIFT_MEDIUM);
+    else if (shift == TS_SHIFT_BIG)
+        page = ts_page_of(ts_segment_of(p), p, TS_SHIFT_BIG);
     else
         goto slow; /* NULL, foreign or large */
     if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;

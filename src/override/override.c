@@ -39,11 +39,16 @@
 
 #define TS_ALIAS(name) __attribute__((alias(#name), copy(name), visibility("default")))
 
-TS_EXPORT void *malloc(size_t size) {
+/* malloc and free start on a cache line: their time in a tight loop moved by
+ * up to 25% with where the linker happened to place them (the same code at
+ * another offset). */
+#define TS_LINE_ALIGNED __attribute__((aligned(64)))
+
+TS_EXPORT TS_LINE_ALIGNED void *malloc(size_t size) {
     return TS_DESIGN_MALLOC_INLINE(size);
 }
 
-TS_EXPORT void free(void *ptr) {
+TS_EXPORT TS_LINE_ALIGNED void free(void *ptr) {
     TS_DESIGN_FREE_INLINE(ptr);
 }
 

@@ -371,6 +371,8 @@ struct ts_heap {
     ts_segment_t *spare;                       /* one wholly free segment kept for reuse */
     ts_page_t *empty_big[TS_EMPTY_BIG_KEEP];   /* empty big pages kept, oldest first (page.c) */
     uint8_t empty_big_seen[TS_EMPTY_BIG_KEEP]; /* it was there at the last collection */
+    ts_page_t *big_linger; /* the big page last emptied by a free, left first in its queue
+                            * (kept while used == 0; page.c, _ts_page_empty_at_free) */
     uint64_t remote_frees, remote_pushes, notify_frees, adopted, large_allocs;
     ts_heap_t *all_next, *all_prev; /* live heaps (pool lock) */
     ts_heap_t *pool_next;
@@ -444,6 +446,18 @@ TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
 
 /* page.c */
 TS_HIDDEN void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls);
+/* A block from the first page of a class's queue, or NULL when that page has
+ * none on its list (the caller then takes _ts_heap_malloc_class). Owner only. */
+TS_INLINE void *ts_queue_pop(ts_heap_t *heap, unsigned cls) {
+    ts_page_t *page = heap->queue[cls].first;
+    ts_block_t *block;
+    if (!page || (block = page->free) == NULL) return NULL;
+    page->free = block->next;
+    *ts_mark_word(block) = 0;
+    if (!page->is_head) page->used++;
+    heap->alloc_class[cls]++;
+    return block;
+}
 TS_HIDDEN void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);

@@ -15,18 +15,22 @@
  * blocks are all free: that is the hysteresis at the size-class boundary (a
  * loop that mallocs and frees one block keeps reusing its page instead of
  * retiring and re-initialising it on every call). Idle heads are retired by
- * the heap's periodic collection. Big pages (4 MiB) use the page's own list:
- * an empty big head is set aside in heap->empty_big (up to
- * TS_EMPTY_BIG_KEEP per heap, the oldest retired beyond that), reused as is
- * by the next request of its class or, with every slot taken, re-initialised
- * for another, and retired when idle, so that an idle thread does not keep
- * one per class resident.
+ * the heap's periodic collection. Big pages (4 MiB) count `used` exactly:
+ * the big page a free emptied last stays first in its queue
+ * (heap->big_linger, the next malloc of its class pops from it), the one
+ * before it is set aside in heap->empty_big (up to TS_EMPTY_BIG_KEEP per
+ * heap, the oldest retired beyond that), reused as is by the next request of
+ * its class or, with every slot taken, re-initialised for another, and all
+ * are retired when idle, so that an idle thread does not keep one per class
+ * resident.
  *
  * Invariants:
  * - Only the owner thread touches free, used, the queues; other threads only
  *   push onto thread_free (free.c).
  * - A page is retired only at used == 0 (never while it is installed) and
  *   never while a remote freer is between NOTIFYING and NORMAL.
+ * - heap->big_linger is NULL or a page in one of the heap's queues: every
+ *   page leaves a queue through queue_remove, which clears it.
  */
 #include "core/internal.h"
 
@@ -142,6 +146,7 @@ static void queue_push_front(ts_heap_t *heap, ts_page_t *page) {
 /* Remove from its queue; a removed head gives its blocks back first (the
  * caller looks at used), and the next page becomes the head. */
 static void queue_remove(ts_heap_t *heap, ts_page_t *page) {
+    if (heap->big_linger == page) heap->big_linger = NULL; /* every page leaves through here */
     if (heap->head[page->cls] == page) head_release(heap, page);
     list_unlink(&heap->queue[page->cls], page);
     queue_fix_head(heap, page->cls);
@@ -378,6 +383,14 @@ void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
 
 /* ---- allocation slow path ------------------------------------------------------- */
 
+/* The lingering page, while it is empty. */
+static ts_page_t *linger_empty(const ts_heap_t *heap) {
+    ts_page_t *page = heap->big_linger;
+    return page && page->used == 0 ? page : NULL;
+}
+
+static void page_cache(ts_heap_t *heap, ts_page_t *page);
+
 /* Take kept empty big page i out of the heap's slots (order kept). */
 static ts_page_t *empty_big_take(ts_heap_t *heap, unsigned i) {
     ts_page_t *page = heap->empty_big[i];
@@ -414,6 +427,8 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
         return page;
     }
     page = _ts_segment_page_alloc(heap, kind, may_adopt, adopted);
+    ts_page_t *lingering = page || *adopted ? NULL : linger_empty(heap);
+    if (lingering) page_cache(heap, lingering);     /* out of memory: kept like the others */
     if (!page && !*adopted && heap->empty_big[0]) { /* out of memory (not an adoption) */
         if (kind == TS_KIND_BIG) {
             page = empty_big_take(heap, 0); /* re-make a kept page after all */
@@ -449,6 +464,8 @@ static void page_cache(ts_heap_t *heap, ts_page_t *page) {
 }
 
 void _ts_page_uncache(ts_heap_t *heap) {
+    ts_page_t *lingering = linger_empty(heap);
+    if (lingering) _ts_page_retire(heap, lingering);
     while (heap->empty_big[0]) page_release(heap, empty_big_take(heap, 0));
 }
 
@@ -458,16 +475,24 @@ void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
         page->used = TS_HEAD_USED_BIAS;
         return;
     }
-    /* A page beside others kept must have little of it touched since its
-     * last purge (in any class): an idle thread then keeps at most one big
-     * page's worth resident, as with one slot, plus TS_EMPTY_BIG_EXTRA_BYTES
-     * for each other. */
+    /* Kept pages are the empty lingering one and those in the slots. A page
+     * beside others kept must have little of it touched since its last purge
+     * (in any class): an idle thread then keeps at most one big page's worth
+     * resident plus TS_EMPTY_BIG_EXTRA_BYTES for each other. */
+    ts_page_t *lingering = linger_empty(heap);
+    if (lingering == page) lingering = NULL;
     bool keep = page->block_size > TS_MEDIUM_PAGE_MAX && heap->queue[page->cls].first == page &&
-                (!heap->empty_big[0] || page->touched <= TS_EMPTY_BIG_EXTRA_BYTES);
-    if (keep)
-        page_cache(heap, page);
-    else
+                ((!heap->empty_big[0] && !lingering) || page->touched <= TS_EMPTY_BIG_EXTRA_BYTES);
+    if (!keep) {
         _ts_page_retire(heap, page);
+        return;
+    }
+    /* It stays first in its queue with its blocks on its list, so the next
+     * malloc of its class pops one as from any page (a block of one big size
+     * malloc'ed and freed in a loop: no page re-made per call). The page that
+     * lingered before goes to a slot. */
+    if (lingering) page_cache(heap, lingering);
+    heap->big_linger = page;
 }
 
 /* Allocations of a class by this heap so far (fast path and slow path). */
@@ -479,10 +504,10 @@ static uint64_t class_allocs(const ts_heap_t *heap, unsigned cls) {
 }
 
 void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
+    void *ready = ts_queue_pop(heap, cls); /* e.g. aligned or calloc requests */
+    if (ready) return ready;
     ts_page_queue_t *q = &heap->queue[cls];
-    ts_page_t *page = q->first;
-    ts_block_t *block;
-    if (page && (block = page->free) != NULL) goto pop; /* e.g. aligned or calloc requests */
+    ts_page_t *page;
     _ts_heap_slow_tick(heap);
     for (unsigned round = 0;; round++) {
         page = q->first;
@@ -496,8 +521,7 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
         if (page) break;
         if (!adopted) return NULL; /* the OS said no */
     }
-    block = page->free;
-pop:
+    ts_block_t *block = page->free;
     page->free = block->next;
     *ts_mark_word(block) = 0;
     if (!page->is_head) page->used++;
@@ -506,9 +530,10 @@ pop:
 }
 
 /* Idle-page collection (heap.c calls it about every purge delay): retire
- * queue pages whose blocks have all come back, and empty heads of classes
- * this heap did not allocate from since the last collection (all empty heads
- * when `force`). */
+ * queue pages whose blocks have all come back, and empty heads and the empty
+ * lingering big page of classes this heap did not allocate from since the
+ * last collection (all of them when `force`); kept big pages in the slots go
+ * at the second collection that finds them there. */
 TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
 void _ts_pages_collect(ts_heap_t *heap, bool force) {
     for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP && heap->empty_big[i];) {
@@ -526,13 +551,12 @@ void _ts_pages_collect(ts_heap_t *heap, bool force) {
         heap->allocs_seen[cls] = allocs;
         while (page) {
             ts_page_t *next = page->next;
-            if (page->is_head) {
-                if (!force && !idle) {
-                    page = next;
-                    continue;
-                }
-                head_release(heap, page); /* used is exact again; installed again below */
+            /* A head, and the lingering big page, stay while their class is in use. */
+            if ((page->is_head || page == heap->big_linger) && !force && !idle) {
+                page = next;
+                continue;
             }
+            if (page->is_head) head_release(heap, page); /* used is exact again; installed below */
             uint32_t pending =
                 ts_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
             if (page->used == pending) { /* every block handed out came back */

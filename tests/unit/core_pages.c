@@ -161,8 +161,19 @@ static void *hysteresis(void *arg) {
     return NULL;
 }
 
+/* The heap's kept empty big pages: the one that lingers first in its queue,
+ * and those in the slots. */
+static int big_kept(ts_page_t *page) {
+    ts_heap_t *heap = _ts_tls_heap;
+    if (heap->big_linger == page && page->used == 0) return 1;
+    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP; i++)
+        if (heap->empty_big[i] == page) return 1;
+    return 0;
+}
+
 /* The same for medium sizes (pinned heads), and for a big-page size, whose
- * empty page is kept aside by the heap and taken back by the next request. */
+ * empty page lingers first in its queue, so the next request pops a block
+ * from it as from any page. */
 static void *hysteresis_larger(void *arg) {
     (void)arg;
     size_t medium[] = {9000, 20000, 33000, 50000, 65536};
@@ -183,10 +194,13 @@ static void *hysteresis_larger(void *arg) {
         if (!big) big = page_of(p);
         CHECK_MSG(page_of(p) == big, "a loop over one big block changed pages at %d", i);
         free(p);
+        CHECK_MSG(!big->cached && _ts_tls_heap->queue[big->cls].first == big &&
+                      _ts_tls_heap->big_linger == big,
+                  "an emptied big page left its queue at %d", i);
     }
-    CHECK(big->cached && _ts_tls_heap->empty_big[0] == big);
-    /* As many big classes in turn as the heap keeps pages: each keeps its
-     * page, none is re-made (with one page kept, every call re-made one). */
+    /* As many big classes in turn as the heap keeps pages (the slots and the
+     * lingering one, with the page above): each keeps its page, none is
+     * re-made (with one page kept, every call re-made one). */
     size_t bigs[TS_EMPTY_BIG_KEEP];
     ts_page_t *kept[TS_EMPTY_BIG_KEEP] = {0};
     for (unsigned k = 0; k < TS_EMPTY_BIG_KEEP; k++) bigs[k] = 70000 + (size_t)k * 110000;
@@ -200,14 +214,17 @@ static void *hysteresis_larger(void *arg) {
                   "big size %zu moved to another page at %d", bigs[k], i);
         free(p);
     }
-    for (unsigned k = 0; k < TS_EMPTY_BIG_KEEP; k++)
+    for (unsigned k = 0; k < TS_EMPTY_BIG_KEEP; k++) {
+        CHECK(big_kept(kept[k]) && kept[k] != big);
         for (unsigned j = 0; j < k; j++) CHECK(kept[k] != kept[j]);
+    }
+    CHECK(big_kept(big));
     CHECK(_ts_tls_heap->empty_big[TS_EMPTY_BIG_KEEP - 1] != NULL); /* every slot taken */
     /* Another big class: the oldest kept page is re-made for it. */
     void *q = malloc(500000);
     ts_page_t *remade = page_of(q);
     CHECK(remade->block_size >= 500000 && !remade->cached);
-    CHECK_MSG(remade == kept[0], "the oldest kept page was not re-made");
+    CHECK_MSG(remade == big, "the oldest kept page was not re-made");
     free(q);
     /* A page carved in full (4 MiB touched) is not kept beside the others:
      * an idle thread would hold it resident. */
@@ -223,8 +240,7 @@ static void *hysteresis_larger(void *arg) {
     CHECK(n < 16);
     free(full[n]); /* the next page's block first: `first` then heads its queue */
     for (int i = 0; i < n; i++) free(full[i]);
-    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP; i++)
-        CHECK_MSG(_ts_tls_heap->empty_big[i] != first, "a page carved in full was kept");
+    CHECK_MSG(!big_kept(first), "a page carved in full was kept");
     return NULL;
 }
 
@@ -658,22 +674,20 @@ static void stats_while_heads_change(void) {
     CHECK_MSG(worst <= 1000, "live 8 KiB blocks read as %llu", (unsigned long long)worst);
 }
 
-/* The kept big pages: which one goes when the slots are full, which ones the
- * periodic collection retires (those kept since the collection before), that
- * malloc_trim takes them all, and that out of memory a kept page is re-made
- * before malloc gives up. */
+/* The kept big pages (the slots and the lingering page): which one goes when
+ * all are taken, which ones the periodic collection retires (in the slots:
+ * those kept since the collection before; the lingering one: when its class
+ * was idle since then), that malloc_trim takes them all, and that out of
+ * memory a kept page is re-made before malloc gives up. */
 TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
-static int big_kept(ts_page_t *page) {
-    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP; i++)
-        if (_ts_tls_heap->empty_big[i] == page) return 1;
-    return 0;
-}
+#define BIG_KEPT_MAX (TS_EMPTY_BIG_KEEP + 1)
 static ts_page_t *keep_big(size_t size) { /* one block of `size`, freed: its page kept */
     void *p = malloc(size);
     CHECK(p != NULL);
     ts_page_t *page = page_of(p);
     free(p);
-    CHECK_MSG(big_kept(page), "the page of a %zu-byte block was not kept", size);
+    CHECK_MSG(big_kept(page) && _ts_tls_heap->big_linger == page,
+              "the page of a %zu-byte block was not kept", size);
     return page;
 }
 static void *big_slots(void *arg) {
@@ -681,28 +695,37 @@ static void *big_slots(void *arg) {
     free(malloc(1)); /* this thread's heap exists from here on */
     ts_heap_t *heap = _ts_tls_heap;
     malloc_trim(0);
-    CHECK(heap->empty_big[0] == NULL);
-    ts_page_t *pg[TS_EMPTY_BIG_KEEP + 1];
-    void *live = malloc(70000 + TS_EMPTY_BIG_KEEP * 90000); /* its page empties last */
+    CHECK(heap->empty_big[0] == NULL && heap->big_linger == NULL);
+    ts_page_t *pg[BIG_KEPT_MAX + 1];
+    void *live = malloc(70000 + BIG_KEPT_MAX * 90000); /* its page empties last */
     CHECK(live != NULL);
-    pg[TS_EMPTY_BIG_KEEP] = page_of(live);
-    for (unsigned k = 0; k < TS_EMPTY_BIG_KEEP; k++) pg[k] = keep_big(70000 + (size_t)k * 90000);
-    free(live); /* kept too: the slots were full, so the oldest goes */
-    CHECK_MSG(!big_kept(pg[0]), "a full set of slots kept its oldest page, not its newest");
-    for (unsigned k = 1; k <= TS_EMPTY_BIG_KEEP; k++) CHECK(big_kept(pg[k]));
-    /* Collection: a page kept since the last collection goes; one that was
-     * taken and kept again since stays. */
+    pg[BIG_KEPT_MAX] = page_of(live);
+    for (unsigned k = 0; k < BIG_KEPT_MAX; k++) pg[k] = keep_big(70000 + (size_t)k * 90000);
+    CHECK(heap->empty_big[0] == pg[0]); /* the lingering page before went to a slot */
+    free(live);                         /* kept too: all were taken, so the oldest goes */
+    CHECK_MSG(!big_kept(pg[0]), "with every place taken the oldest page stayed kept");
+    for (unsigned k = 1; k <= BIG_KEPT_MAX; k++) CHECK(big_kept(pg[k]));
+    CHECK(heap->big_linger == pg[BIG_KEPT_MAX]);
+    /* Collection: a page in a slot since the last collection goes; one that
+     * was taken and kept again since stays. The lingering page stays while
+     * its class is in use. */
     _ts_pages_collect(heap, false);
     CHECK(big_kept(pg[1]) && big_kept(pg[2]));
+    CHECK_MSG(big_kept(pg[BIG_KEPT_MAX]), "the lingering page of a class in use was retired");
     ts_page_t *again = keep_big(70000 + 90000); /* pg[1]'s class: taken, kept again */
     CHECK(again == pg[1]);
     _ts_pages_collect(heap, false);
     CHECK_MSG(big_kept(pg[1]), "a page kept again after the last collection was retired");
-    for (unsigned k = 2; k <= TS_EMPTY_BIG_KEEP; k++)
+    for (unsigned k = 2; k < BIG_KEPT_MAX; k++)
         CHECK_MSG(!big_kept(pg[k]), "a page idle since the last collection stayed kept");
+    CHECK(big_kept(pg[BIG_KEPT_MAX])); /* in a slot since pg[1] lingers, not seen yet */
+    _ts_pages_collect(heap, false);    /* pg[1]'s class idle since the last one */
+    CHECK_MSG(!big_kept(pg[1]) && heap->big_linger == NULL,
+              "the lingering page of an idle class stayed");
     keep_big(70000); /* kept since no collection */
     malloc_trim(0);
-    CHECK_MSG(heap->empty_big[0] == NULL, "malloc_trim left a kept page");
+    CHECK_MSG(heap->empty_big[0] == NULL && heap->big_linger == NULL,
+              "malloc_trim left a kept page");
     /* A page touched in full, kept alone, then re-made for another class
      * with one block carved: its memory is still resident, so beside other
      * kept pages it is not kept again. */
@@ -713,8 +736,12 @@ static void *big_slots(void *arg) {
     while (nfill < 64 && (uint32_t)nfill < whole->reserved) CHECK((fill[nfill++] = malloc(400000)));
     CHECK(page_of(fill[nfill - 1]) == whole && whole->capacity == whole->reserved);
     for (int i = 0; i < nfill; i++) free(fill[i]);
-    CHECK(heap->empty_big[0] == whole);
-    for (unsigned k = 1; k < TS_EMPTY_BIG_KEEP; k++) keep_big(70000 + (size_t)k * 90000);
+    CHECK(heap->big_linger == whole && big_kept(whole));
+    /* Classes other than whole's (400000's) and 500000's, one per place left. */
+    static const size_t others[] = {160000, 250000, 340000, 70000};
+    _Static_assert(sizeof others / sizeof others[0] == BIG_KEPT_MAX - 1, "one per place");
+    for (unsigned k = 0; k < BIG_KEPT_MAX - 1; k++) keep_big(others[k]);
+    CHECK(heap->empty_big[0] == whole && heap->empty_big[TS_EMPTY_BIG_KEEP - 1] != NULL);
     void *other = malloc(500000); /* a class with no kept page: the oldest, `whole`, is re-made */
     CHECK(page_of(other) == whole && whole->capacity == 1);
     free(other);
@@ -729,7 +756,8 @@ static void *big_slots(void *arg) {
     while (n < 4096 && (held[n] = malloc(400000)) != NULL) n++;
     _ts_os_test_fail(0, 0, 0);
     CHECK(n < 4096);
-    CHECK_MSG(heap->empty_big[0] == NULL, "malloc failed while empty big pages were kept");
+    CHECK_MSG(heap->empty_big[0] == NULL && heap->big_linger == NULL,
+              "malloc failed while empty big pages were kept");
     for (int i = 0; i < n; i++) free(held[i]);
     malloc_trim(0);
     /* Out of memory for a medium page: the kept big pages' segments are
@@ -741,7 +769,8 @@ static void *big_slots(void *arg) {
     while (n < 4096 && (held[n] = malloc(60000)) != NULL) n++;
     _ts_os_test_fail(0, 0, 0);
     CHECK(n < 4096);
-    CHECK_MSG(heap->empty_big[0] == NULL, "a medium malloc failed while big pages were kept");
+    CHECK_MSG(heap->empty_big[0] == NULL && heap->big_linger == NULL,
+              "a medium malloc failed while big pages were kept");
     for (int i = 0; i < n; i++) free(held[i]);
     malloc_trim(0);
     return NULL;

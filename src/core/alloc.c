@@ -61,12 +61,10 @@ void *_ts_alloc_aligned(size_t size, size_t align, bool zero) {
 
 void *_ts_malloc_generic(ts_heap_t *heap, size_t size) {
     if (ts_likely(heap->state == TS_HEAP_ACTIVE)) {
-        /* Big classes (the inline path stops at 64 KiB) with a block ready. */
-        if (ts_likely(size <= TS_CLASS_MAX_SIZE)) {
-            void *ready = ts_queue_pop(heap, ts_class_of(size));
-            if (ready) return ready;
-        }
-        void *p = _ts_heap_alloc(heap, size, 0, false);
+        /* First, big classes (the inline path stops at 64 KiB) with a block ready. */
+        void *p =
+            ts_likely(size <= TS_CLASS_MAX_SIZE) ? ts_queue_pop(heap, ts_class_of(size)) : NULL;
+        if (!p) p = _ts_heap_alloc(heap, size, 0, false);
         ts_purge_safe_point();
         return p;
     }

@@ -464,8 +464,6 @@ static void page_cache(ts_heap_t *heap, ts_page_t *page) {
 }
 
 void _ts_page_uncache(ts_heap_t *heap) {
-    ts_page_t *lingering = linger_empty(heap);
-    if (lingering) _ts_page_retire(heap, lingering);
     while (heap->empty_big[0]) page_release(heap, empty_big_take(heap, 0));
 }
 

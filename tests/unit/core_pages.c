@@ -776,6 +776,100 @@ static void *big_slots(void *arg) {
     return NULL;
 }
 
+/* ---- the lingering big page: cases the tests above leave open (helper-41) ---- */
+
+/* Carve a whole big page of `size` blocks, free them all: it lingers. */
+static ts_page_t *linger_full(size_t size) {
+    void *b[16];
+    int n = 0;
+    b[n++] = malloc(size);
+    ts_page_t *pg = page_of(b[0]);
+    while ((uint32_t)n < pg->reserved) b[n++] = malloc(size);
+    CHECK(pg->touched > TS_EMPTY_BIG_EXTRA_BYTES);
+    for (int i = 0; i < n; i++) free(b[i]);
+    return pg;
+}
+
+/* A page carved in full must not be kept beside the lingering page
+ * (no slot taken): two whole pages resident in an idle thread. */
+static void *two_whole(void *arg) {
+    (void)arg;
+    free(malloc(1));
+    malloc_trim(0);
+    ts_heap_t *heap = _ts_tls_heap;
+    ts_page_t *a = linger_full(400000);
+    CHECK(heap->big_linger == a && heap->empty_big[0] == NULL);
+    ts_page_t *b = linger_full(300000);
+    int whole = 0;
+    if (heap->big_linger && heap->big_linger->used == 0 &&
+        heap->big_linger->touched > TS_EMPTY_BIG_EXTRA_BYTES)
+        whole++;
+    for (int i = 0; i < TS_EMPTY_BIG_KEEP; i++)
+        if (heap->empty_big[i] && heap->empty_big[i]->touched > TS_EMPTY_BIG_EXTRA_BYTES) whole++;
+    CHECK_MSG(whole <= 1, "two pages carved in full kept (%p, %p)", (void *)a, (void *)b);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* Mallocs served by the quick pop count for their class: a collection
+ * after a loop over one big size keeps its lingering page. */
+static void *loop_counts(void *arg) {
+    (void)arg;
+    free(malloc(1));
+    malloc_trim(0);
+    ts_heap_t *heap = _ts_tls_heap;
+    unsigned cls = ts_class_of(256 * 1024);
+    free(malloc(256 * 1024));
+    uint64_t before = heap->alloc_class[cls];
+    _ts_pages_collect(heap, false);
+    for (int i = 0; i < 100; i++) free(malloc(256 * 1024));
+    CHECK_MSG(heap->alloc_class[cls] == before + 100, "quick pops not counted: %llu",
+              (unsigned long long)(heap->alloc_class[cls] - before));
+    _ts_pages_collect(heap, false);
+    CHECK_MSG(heap->big_linger != NULL, "the lingering page of a class in use was retired");
+    malloc_trim(0);
+    return NULL;
+}
+
+/* A lingering page that is in use again must not go to a slot when
+ * another page lingers (its live block would then be "freed twice"). */
+static void *linger_in_use(void *arg) {
+    (void)arg;
+    free(malloc(1));
+    malloc_trim(0);
+    ts_heap_t *heap = _ts_tls_heap;
+    free(malloc(100000));
+    ts_page_t *l = heap->big_linger;
+    void *p = malloc(100000); /* from the lingering page */
+    CHECK(page_of(p) == l);
+    free(malloc(300000)); /* another page lingers */
+    CHECK_MSG(!l->cached, "a page with a live block went to a slot");
+    free(p);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* A big page that empties behind another in its queue is not kept. */
+static void *behind(void *arg) {
+    (void)arg;
+    free(malloc(1));
+    malloc_trim(0);
+    ts_heap_t *heap = _ts_tls_heap;
+    void *b[16];
+    int n = 0;
+    b[n++] = malloc(500000);
+    ts_page_t *first = page_of(b[0]);
+    while (n < 16 && page_of(b[n - 1]) == first) b[n++] = malloc(500000);
+    ts_page_t *second = page_of(b[n - 1]);      /* first is full now */
+    for (int i = 0; i < n - 1; i++) free(b[i]); /* first comes back behind second */
+    CHECK_MSG(heap->big_linger != first || first->used != 0,
+              "a page emptied behind another in its queue lingers");
+    free(b[n - 1]);
+    (void)second;
+    malloc_trim(0);
+    return NULL;
+}
+
 /* A big request that adopts a dead thread's segment on its way (which only
  * means "look again") leaves the kept big pages alone. */
 static void *leave_block(void *arg) {
@@ -811,6 +905,10 @@ int main(void) {
     run(hysteresis_larger);
     run(big_slots);
     run(adopt_keeps);
+    run(two_whole);
+    run(loop_counts);
+    run(linger_in_use);
+    run(behind);
     test_full_list();
     run(aligned);
     run(colours);

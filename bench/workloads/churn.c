@@ -5,7 +5,8 @@
  * of them and exits. An allocator pays here for setting up and tearing down
  * a thread's state, and for blocks whose owner is gone; one that cannot take
  * a dead thread's memory back grows with every wave (rss_half_kb, taken
- * after half the waves, against rss_end_kb).
+ * after half the waves, against rss_end_kb; --max-growth-kb N fails the run
+ * when the second half grew RSS by more than N KiB).
  *
  * Each slot carries its own random stream, so check (bytes freed) is a
  * function of the arguments. Every block's tag is checked before its free.
@@ -15,10 +16,11 @@
 #include "tsb.h"
 
 static long opt_threads = 4, opt_waves = 300, opt_blocks = 1000, opt_keep = 25, opt_min = 8,
-            opt_max = 1000;
+            opt_max = 1000, opt_max_growth_kb = -1;
 
+/* A cache line each: every worker updates its slot's counters per block. */
 typedef struct {
-    void **ptr;
+    _Alignas(64) void **ptr;
     uint32_t *size;
     uint64_t *tag;
     long left; /* blocks at the front of ptr[] left by the slot's last thread */
@@ -79,6 +81,8 @@ int main(int argc, char **argv) {
         {"keep", &opt_keep, NULL, "percent of them left for the next wave"},
         {"min", &opt_min, NULL, "smallest block (>= 8)"},
         {"max", &opt_max, NULL, "largest block"},
+        {"max-growth-kb", &opt_max_growth_kb, NULL,
+         "fail when RSS grew more than this over the second half (-1: no limit)"},
         {0}};
     tsb_start("churn");
     tsb_parse(argc, argv, opts);
@@ -104,8 +108,9 @@ int main(int argc, char **argv) {
         for (long i = 0; i < opt_threads; i++)
             if (pthread_create(&tid[i], NULL, worker, &slots[i])) tsb_fail("pthread_create failed");
         for (long i = 0; i < opt_threads; i++) pthread_join(tid[i], NULL);
-        if (w == opt_waves / 2) rss_half_kb = tsb_rss_kb();
+        if (2 * (w + 1) == opt_waves || (opt_waves == 1 && w == 0)) rss_half_kb = tsb_rss_kb();
     }
+    long rss_end_kb = tsb_rss_kb(); /* with the last wave's blocks still out, as at half */
     uint64_t check = 0;
     for (long t = 0; t < opt_threads; t++) {
         slot_t *s = &slots[t];
@@ -114,8 +119,11 @@ int main(int argc, char **argv) {
         check += s->bytes_freed;
     }
     double elapsed = tsb_now() - t0;
+    if (opt_max_growth_kb >= 0 && rss_half_kb > 0 && rss_end_kb - rss_half_kb > opt_max_growth_kb)
+        tsb_fail("RSS grew by %ld KiB over the second half of the waves (%ld -> %ld KiB)",
+                 rss_end_kb - rss_half_kb, rss_half_kb, rss_end_kb);
     tsb_kv("threads_started", "%ld", opt_waves * opt_threads);
     tsb_kv("rss_half_kb", "%ld", rss_half_kb);
-    tsb_kv("rss_end_kb", "%ld", tsb_rss_kb());
+    tsb_kv("rss_end_kb", "%ld", rss_end_kb);
     return tsb_ok(elapsed, opt_threads, check);
 }

@@ -11,7 +11,7 @@
 #include "tsb.h"
 
 static long opt_iters = 1500000, opt_warmup = 10000;
-static const char *opt_sizes = "16,64,256,1024,4096,32768,262144";
+static const char *opt_sizes = "16,64,256,1024,4096,32768";
 
 /* One malloc/free pair per iteration. noinline and named: callgrind's
  * --toggle-collect=tsb_pair_loop counts only what happens in here. */

@@ -97,6 +97,7 @@ int main(int argc, char **argv) {
     }
     if (got != expect) tsb_fail("check %" PRIu64 " != expected %" PRIu64, got, expect);
     tsb_kv("iters", "%ld", opt_iters);
+    tsb_kv("tags", "%ld", opt_tags);
     tsb_kv("pairs", "%ld", opt_iters * opt_threads);
     return tsb_ok(elapsed, opt_threads, got);
 }

@@ -61,7 +61,9 @@ void *_ts_alloc_aligned(size_t size, size_t align, bool zero) {
 
 void *_ts_malloc_generic(ts_heap_t *heap, size_t size) {
     if (ts_likely(heap->state == TS_HEAP_ACTIVE)) {
-        /* First, big classes (the inline path stops at 64 KiB) with a block ready. */
+        /* A block ready on the first page of the class: what big classes
+         * (the inline path stops at 64 KiB) usually find. Smaller sizes get
+         * here with their head's list empty, so the pop finds nothing. */
         void *p =
             ts_likely(size <= TS_CLASS_MAX_SIZE) ? ts_queue_pop(heap, ts_class_of(size)) : NULL;
         if (!p) p = _ts_heap_alloc(heap, size, 0, false);

@@ -11,8 +11,8 @@
  *   _ts_malloc_generic (empty list, larger sizes, the first call of a
  *   thread).
  * - free by the owning thread: 42 instructions: prove the pointer is ours
- *   (segment map, before reading any header), find its page (segment mask +
- *   shift), check it is a block boundary the page handed out (one multiply,
+ *   (segment map, before reading any header), find its page (segment mask
+ *   and the page kind's shift), check it is a block boundary the page handed out (one multiply,
  *   one rotate, one compare), that the block is not free already (its free
  *   mark), that the page is this heap's, push it, marked (LIFO: on the head
  *   page the next malloc of the class gets the block freed last, still in
@@ -23,9 +23,10 @@
  *   else to _ts_free_other; anything unusual to _ts_free_slow.
  * Latency: in a loop that frees a block and mallocs its class again, the
  * malloc's load of page->free waits for the free's store to it; so the
- * free computes the page of a small-page block from the pointer alone (the
- * segment map only confirms the page size), which keeps a load off that
- * chain. No locks and no atomic read-modify-write on either path.
+ * free computes the page from the pointer alone, with the shift of each
+ * page kind as a constant (the segment map's value only picks the branch),
+ * which keeps a load off that chain. No locks and no atomic
+ * read-modify-write on either path.
  */
 #ifndef TS_CORE_FASTPATH_H
 #define TS_CORE_FASTPATH_H

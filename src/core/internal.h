@@ -84,8 +84,10 @@ enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
 /* Pages of classes up to here start their blocks at a per-page colour
  * (page.c, page_colour). */
 #define TS_COLOUR_MAX_BLOCK 1024
-/* Empty big pages a heap keeps for reuse (page.c, page_cache); beside
- * another, only one with at most TS_EMPTY_BIG_EXTRA_BYTES touched. */
+/* Empty big pages a heap keeps for reuse in its slots (page.c, page_cache),
+ * besides the one lingering in its queue (heap->big_linger): up to KEEP + 1
+ * in all; beside another, only one with at most TS_EMPTY_BIG_EXTRA_BYTES
+ * touched. */
 #define TS_EMPTY_BIG_KEEP        4
 #define TS_EMPTY_BIG_EXTRA_BYTES ((size_t)1 << 20)
 /* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */

@@ -784,7 +784,8 @@ static ts_page_t *linger_full(size_t size) {
     int n = 0;
     b[n++] = malloc(size);
     ts_page_t *pg = page_of(b[0]);
-    while ((uint32_t)n < pg->reserved) b[n++] = malloc(size);
+    while ((uint32_t)n < pg->reserved && n < 16) b[n++] = malloc(size);
+    CHECK((uint32_t)n == pg->reserved);
     CHECK(pg->touched > TS_EMPTY_BIG_EXTRA_BYTES);
     for (int i = 0; i < n; i++) free(b[i]);
     return pg;
@@ -860,12 +861,11 @@ static void *behind(void *arg) {
     b[n++] = malloc(500000);
     ts_page_t *first = page_of(b[0]);
     while (n < 16 && page_of(b[n - 1]) == first) b[n++] = malloc(500000);
-    ts_page_t *second = page_of(b[n - 1]);      /* first is full now */
-    for (int i = 0; i < n - 1; i++) free(b[i]); /* first comes back behind second */
+    CHECK(page_of(b[n - 1]) != first);          /* first is full: a second page took over */
+    for (int i = 0; i < n - 1; i++) free(b[i]); /* first comes back behind the second */
     CHECK_MSG(heap->big_linger != first || first->used != 0,
               "a page emptied behind another in its queue lingers");
     free(b[n - 1]);
-    (void)second;
     malloc_trim(0);
     return NULL;
 }

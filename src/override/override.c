@@ -37,7 +37,11 @@
 #define TS_DESIGN_FREE_INLINE _TS_D(free)
 #endif
 
+#if __has_attribute(copy) /* gcc 9+: the alias gets the target's attributes */
 #define TS_ALIAS(name) __attribute__((alias(#name), copy(name), visibility("default")))
+#else
+#define TS_ALIAS(name) __attribute__((alias(#name), visibility("default")))
+#endif
 
 /* malloc and free start on a cache line: their time in a tight loop moved by
  * up to 25% with where the linker happened to place them (the same code at

@@ -44,8 +44,8 @@
 #endif
 
 /* malloc and free start on a cache line: their time in a tight loop moved by
- * up to 25% with where the linker happened to place them (the same code at
- * another offset). */
+ * about 20% with where the linker happened to place them (the same code at
+ * another offset: 16.4 against 13.5 ns a 32 KiB pair). */
 #define TS_LINE_ALIGNED __attribute__((aligned(64)))
 
 TS_EXPORT TS_LINE_ALIGNED void *malloc(size_t size) {

@@ -93,7 +93,6 @@ int main(int argc, char **argv) {
     tsb_require(opt_min >= 8 && opt_max >= opt_min && opt_max < (1L << 31), "8 <= min <= max");
 
     slots = tsb_pages(sizeof(slot_t) * (size_t)opt_threads);
-    pthread_t *tid = tsb_pages(sizeof(pthread_t) * (size_t)opt_threads);
     for (long t = 0; t < opt_threads; t++) {
         slot_t *s = &slots[t];
         s->id = t;
@@ -105,10 +104,8 @@ int main(int argc, char **argv) {
     long rss_half_kb = 0;
     double t0 = tsb_now();
     for (long w = 0; w < opt_waves; w++) {
-        for (long i = 0; i < opt_threads; i++)
-            if (pthread_create(&tid[i], NULL, worker, &slots[i])) tsb_fail("pthread_create failed");
-        for (long i = 0; i < opt_threads; i++) pthread_join(tid[i], NULL);
-        if (2 * (w + 1) == opt_waves || (opt_waves == 1 && w == 0)) rss_half_kb = tsb_rss_kb();
+        tsb_run_threads(opt_threads, worker, slots, sizeof *slots, NULL);
+        if (w == (opt_waves - 1) / 2) rss_half_kb = tsb_rss_kb(); /* half the waves, or one more */
     }
     long rss_end_kb = tsb_rss_kb(); /* with the last wave's blocks still out, as at half */
     uint64_t check = 0;

@@ -16,8 +16,9 @@
  *   handed out (one multiply, one rotate, one compare), that the block is
  *   not free already (its free mark), that the page is this heap's, push
  *   it, marked (LIFO: on the head page the next malloc of the class gets the
- *   block freed last, still in cache), and count `used` down. The head page and the others take the
- *   same path: a branch on which would be mispredicted on random frees.
+ *   block freed last, still in cache), and count `used` down. The head
+ *   page and the others take the same path: a branch on which would be
+ *   mispredicted on random frees.
  *   Another thread's block goes on the open batch for its page in its
  *   first slot (33 in all),
  *   else to _ts_free_other; anything unusual to _ts_free_slow.

@@ -161,6 +161,13 @@ static void *hysteresis(void *arg) {
     return NULL;
 }
 
+/* This thread's heap, made if need be, with no empty page kept. */
+static ts_heap_t *trimmed_heap(void) {
+    free(malloc(1));
+    malloc_trim(0);
+    return _ts_tls_heap;
+}
+
 /* The heap's kept empty big pages: the one that lingers first in its queue,
  * and those in the slots. */
 static int big_kept(ts_page_t *page) {
@@ -692,9 +699,7 @@ static ts_page_t *keep_big(size_t size) { /* one block of `size`, freed: its pag
 }
 static void *big_slots(void *arg) {
     (void)arg;
-    free(malloc(1)); /* this thread's heap exists from here on */
-    ts_heap_t *heap = _ts_tls_heap;
-    malloc_trim(0);
+    ts_heap_t *heap = trimmed_heap();
     CHECK(heap->empty_big[0] == NULL && heap->big_linger == NULL);
     ts_page_t *pg[BIG_KEPT_MAX + 1];
     void *live = malloc(70000 + BIG_KEPT_MAX * 90000); /* its page empties last */
@@ -795,9 +800,7 @@ static ts_page_t *linger_full(size_t size) {
  * (no slot taken): two whole pages resident in an idle thread. */
 static void *two_whole(void *arg) {
     (void)arg;
-    free(malloc(1));
-    malloc_trim(0);
-    ts_heap_t *heap = _ts_tls_heap;
+    ts_heap_t *heap = trimmed_heap();
     ts_page_t *a = linger_full(400000);
     CHECK(heap->big_linger == a && heap->empty_big[0] == NULL);
     ts_page_t *b = linger_full(300000);
@@ -816,9 +819,7 @@ static void *two_whole(void *arg) {
  * after a loop over one big size keeps its lingering page. */
 static void *loop_counts(void *arg) {
     (void)arg;
-    free(malloc(1));
-    malloc_trim(0);
-    ts_heap_t *heap = _ts_tls_heap;
+    ts_heap_t *heap = trimmed_heap();
     unsigned cls = ts_class_of(256 * 1024);
     free(malloc(256 * 1024));
     uint64_t before = heap->alloc_class[cls];
@@ -836,9 +837,7 @@ static void *loop_counts(void *arg) {
  * another page lingers (its live block would then be "freed twice"). */
 static void *linger_in_use(void *arg) {
     (void)arg;
-    free(malloc(1));
-    malloc_trim(0);
-    ts_heap_t *heap = _ts_tls_heap;
+    ts_heap_t *heap = trimmed_heap();
     free(malloc(100000));
     ts_page_t *l = heap->big_linger;
     void *p = malloc(100000); /* from the lingering page */
@@ -853,9 +852,7 @@ static void *linger_in_use(void *arg) {
 /* A big page that empties behind another in its queue is not kept. */
 static void *behind(void *arg) {
     (void)arg;
-    free(malloc(1));
-    malloc_trim(0);
-    ts_heap_t *heap = _ts_tls_heap;
+    ts_heap_t *heap = trimmed_heap();
     void *b[16];
     int n = 0;
     b[n++] = malloc(500000);
@@ -878,8 +875,7 @@ static void *leave_block(void *arg) {
 }
 static void *adopt_keeps(void *arg) {
     (void)arg;
-    free(malloc(1));
-    malloc_trim(0);
+    trimmed_heap();
     ts_page_t *kept = keep_big(70000);
     size_t adopted = atomic_load(&_ts_stats.adopted);
     void *left = NULL;

@@ -41,7 +41,9 @@ size_t _ts_usable_checked(const void *p, const char *func) {
     }
     if (ts_page_state(page) != TS_PAGE_IN_USE || !ts_page_block_ok(page, (uintptr_t)p))
         _ts_invalid_pointer(func, p);
-    if (ts_block_marked(page, (void *)p)) _ts_double_free(func, p); /* freed already */
+    if (ts_block_marked(page, (void *)p) ||
+        atomic_load_explicit(&page->rescued, memory_order_relaxed))
+        _ts_double_free(func, p); /* freed already (a rescued page's blocks all are) */
     return page->block_size;
 }
 
@@ -61,6 +63,9 @@ static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
                                                   (w & ~(uint64_t)3) | TS_TF_NORMAL,
                                                   memory_order_release, memory_order_relaxed)) {
     }
+    /* Blocks now wait for the owner: should it stay idle, the purge thread
+     * rescues its pages (rescue.c). Once per non-empty spell of the list. */
+    if (!old) _ts_purge_schedule();
 }
 
 void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, uint32_t count) {
@@ -205,12 +210,17 @@ static TS_NORETURN void bad_free(ts_page_t *page, uintptr_t u) {
  * and whose free mark the caller has checked. */
 void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     uintptr_t u = (uintptr_t)block;
-    if (ts_page_owner(page) == ((uintptr_t)heap | TS_OWNER_FULL)) {
-        if (page->cached) _ts_double_free("free", block); /* every block of it is free */
+    /* Acquire: a page the purge thread rescued (rescue.c) shows it. */
+    if (atomic_load_explicit(&page->owner, memory_order_acquire) ==
+        ((uintptr_t)heap | TS_OWNER_FULL)) {
+        if (page->cached || atomic_load_explicit(&page->rescued, memory_order_relaxed))
+            _ts_double_free("free", block); /* every block of it is free */
         _ts_page_unfull(heap, page);
         _ts_page_push_local(heap, page, block);
     } else {
         if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, u);
+        if (atomic_load_explicit(&page->rescued, memory_order_relaxed))
+            _ts_double_free("free", block); /* every block of it is free */
         free_remote(heap, page, block);
     }
 }

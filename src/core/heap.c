@@ -206,6 +206,22 @@ void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg) {
     pthread_mutex_unlock(&pool_lock);
 }
 
+/* Full pages of idle heaps (rescue.c), under the pool lock; not the
+ * calling thread's own heap. Returns when the next look is due. */
+TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now);
+uint64_t _ts_heaps_rescue(uint64_t now) {
+    ts_heap_t *self = _ts_tls_heap;
+    uint64_t next = UINT64_MAX;
+    pthread_mutex_lock(&pool_lock);
+    for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
+        if (h == self) continue;
+        uint64_t at = _ts_heap_rescue(h, now);
+        if (at < next) next = at;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return next;
+}
+
 /* ---- periodic work on the allocation slow path ------------------------------------ */
 
 void _ts_heap_collect(ts_heap_t *heap, bool force) {
@@ -221,7 +237,9 @@ void _ts_heap_collect(ts_heap_t *heap, bool force) {
 void _ts_heap_slow_tick(ts_heap_t *heap) {
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed)) _ts_process_delayed(heap);
     if (heap->rbatch_used) _ts_heap_flush_remote(heap);
-    if ((++heap->slow_count & 31) == 0) {
+    uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed) + 1;
+    atomic_store_explicit(&heap->slow_count, slow, memory_order_relaxed); /* owner only: no RMW */
+    if ((slow & 31) == 0) {
         uint64_t now = _ts_os_now_ns();
         if (now >= heap->maint_at) {
             uint64_t delay = _ts_purge_delay_ns();
@@ -235,7 +253,12 @@ void _ts_heap_slow_tick(ts_heap_t *heap) {
 /* ---- thread exit --------------------------------------------------------------------- */
 
 void _ts_heap_abandon(ts_heap_t *heap) {
-    heap->state = TS_HEAP_DEAD; /* no spare segment from here on */
+    /* No spare segment from here on. Under the pool lock: a rescue pass
+     * (which holds it) has finished with this heap's `delayed` list, and no
+     * later one takes it. */
+    pthread_mutex_lock(&pool_lock);
+    heap->state = TS_HEAP_DEAD;
+    pthread_mutex_unlock(&pool_lock);
     _ts_heap_flush_remote(heap);
     /* After this no other thread can be handing blocks to this heap. */
     for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)

@@ -176,6 +176,9 @@ TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
 #define TS_OWNER_FULL  ((uintptr_t)1)
 #define TS_OWNER_HEAD  ((uintptr_t)2)
 #define TS_OWNER_FLAGS ((uintptr_t)3)
+/* Both bits: a page of the full list that the purge thread is looking at
+ * (rescue.c); whoever would take it out of the full list waits. */
+#define TS_OWNER_CLAIMED TS_OWNER_FLAGS
 /* A head page's `used` while it is head (see the invariants above). */
 #define TS_HEAD_USED_BIAS ((uint32_t)1 << 31)
 
@@ -218,6 +221,9 @@ typedef struct ts_page {
     uint8_t rbatch_max;    /* a batch of this page's blocks is pushed at this count */
     uint8_t index;         /* position in its segment */
     _Atomic uint8_t state; /* TS_PAGE_*: written under the segment lock, read anywhere */
+    /* In the full list with every block free and its memory purged
+     * (rescue.c): a free into it is a double free. */
+    _Atomic uint8_t rescued;
     /* Remote-written. */
     _Alignas(64) _Atomic uint64_t thread_free;
 } ts_page_t;
@@ -365,12 +371,20 @@ struct ts_heap {
     ts_page_queue_t full;                  /* exhausted pages, waiting for frees */
     ts_rbatch_t rbatch[TS_RBATCH_SLOTS];
     uint32_t rbatch_used;
-    uint16_t rbatch_clock; /* counts free_remote calls (mod 2^16): the age of batches */
-    uint32_t slow_count;
-    uint64_t maint_at;                         /* next idle-page check (ns) */
-    ts_segment_t *segments;                    /* every segment this heap owns */
-    ts_segment_t *avail[TS_KIND_COUNT];        /* owned segments with a free page */
-    ts_segment_t *spare;                       /* one wholly free segment kept for reuse */
+    uint16_t rbatch_clock;       /* counts free_remote calls (mod 2^16): the age of batches */
+    _Atomic uint32_t slow_count; /* owner: relaxed load and store; rescue.c reads it */
+    /* Pages of the full list the purge thread rescued (rescue.c): the owner
+     * retires them at its next collection. */
+    _Atomic uint32_t rescued;
+    /* rescue.c's own, under the pool lock: */
+    uint32_t rescue_seen_slow;          /* slow_count at the last look */
+    uint8_t rescue_armed;               /* blocks were waiting in `delayed` at the last look */
+    uint8_t rescue_backoff;             /* looks in a row that rescued nothing: wait 2^n delays */
+    uint64_t rescue_at;                 /* no look before this (ns) */
+    uint64_t maint_at;                  /* next idle-page check (ns) */
+    ts_segment_t *segments;             /* every segment this heap owns */
+    ts_segment_t *avail[TS_KIND_COUNT]; /* owned segments with a free page */
+    ts_segment_t *spare;                /* one wholly free segment kept for reuse */
     ts_page_t *empty_big[TS_EMPTY_BIG_KEEP];   /* empty big pages kept, oldest first (page.c) */
     uint8_t empty_big_seen[TS_EMPTY_BIG_KEEP]; /* it was there at the last collection */
     ts_page_t *big_linger; /* the big page last emptied by a free, left first in its queue
@@ -505,6 +519,15 @@ TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
 TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
 TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
 TS_HIDDEN uint64_t _ts_abandoned_reclaim(uint64_t now, bool force);
+/* A page of the full list whose blocks are all free: purge its memory (the
+ * page stays in use); false when the OS refused. segment.c */
+TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
+
+/* rescue.c: give back full pages of idle heaps whose blocks other threads
+ * freed; returns when the next look is due. */
+TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
+/* Wait while the purge thread has the page claimed. */
+TS_HIDDEN void _ts_page_wait_unclaimed(const ts_page_t *page);
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
@@ -568,6 +591,7 @@ typedef struct ts_gstats {
     _Atomic size_t threads_exited;
     _Atomic size_t adopted;
     _Atomic size_t reclaimed_pages; /* pages of dead threads given back by the purge thread */
+    _Atomic size_t rescued_pages;   /* full pages of idle threads purged by it (rescue.c) */
     _Atomic size_t purge_runs;
     _Atomic size_t huge_halves; /* 2 MiB halves asked for huge pages, cumulative */
     _Atomic size_t huge_splits; /* of them, split by a purge since */

@@ -194,6 +194,7 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     page->free = NULL;
     page->used = 0;
     page->is_head = page->in_full = 0;
+    atomic_store_explicit(&page->rescued, 0, memory_order_relaxed);
     page->next = page->prev = NULL;
     atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
@@ -263,6 +264,13 @@ static void wait_briefly(unsigned *spins) {
     }
 }
 
+void _ts_page_wait_unclaimed(const ts_page_t *page) {
+    unsigned spins = 0;
+    while ((atomic_load_explicit(&page->owner, memory_order_acquire) & TS_OWNER_FLAGS) ==
+           TS_OWNER_CLAIMED)
+        wait_briefly(&spins);
+}
+
 /* Move an exhausted page (the head of its queue) to the full list. False
  * when blocks arrived from other threads meanwhile (they are now its free
  * blocks and it stays). */
@@ -288,7 +296,8 @@ static bool page_to_full(ts_heap_t *heap, ts_page_t *page) {
     queue_remove(heap, page);
     list_push_back(&heap->full, page);
     page->in_full = 1;
-    atomic_store_explicit(&page->owner, (uintptr_t)heap | TS_OWNER_FULL, memory_order_relaxed);
+    /* Release: the purge thread may claim it from here on (rescue.c). */
+    atomic_store_explicit(&page->owner, (uintptr_t)heap | TS_OWNER_FULL, memory_order_release);
     return true;
 }
 
@@ -311,6 +320,7 @@ void _ts_page_settle_notify(ts_page_t *page) {
 
 /* A block came back to a page in the full list: it may allocate again. */
 void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
+    _ts_page_wait_unclaimed(page);
     list_unlink(&heap->full, page);
     page->in_full = 0;
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
@@ -534,6 +544,17 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
  * at the second collection that finds them there. */
 TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
 void _ts_pages_collect(ts_heap_t *heap, bool force) {
+    /* Full pages the purge thread rescued while this heap was idle. */
+    if (atomic_load_explicit(&heap->rescued, memory_order_relaxed) &&
+        atomic_exchange_explicit(&heap->rescued, 0, memory_order_acquire)) {
+        for (ts_page_t *page = heap->full.first, *next; page; page = next) {
+            next = page->next;
+            uintptr_t owner = atomic_load_explicit(&page->owner, memory_order_acquire);
+            if ((owner & TS_OWNER_FLAGS) == TS_OWNER_FULL &&
+                atomic_load_explicit(&page->rescued, memory_order_relaxed))
+                _ts_page_retire(heap, page);
+        }
+    }
     for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP && heap->empty_big[i];) {
         if (force || heap->empty_big_seen[i]) {
             page_release(heap, empty_big_take(heap, i));

@@ -255,6 +255,26 @@ static void purge_pages(ts_segment_t *seg, uint64_t mask) {
     atomic_fetch_add(&_ts_stats.purged, total);
 }
 
+bool _ts_segment_purge_in_use(ts_page_t *page) {
+    ts_segment_t *seg = ts_segment_of(page);
+    unsigned half = 1u << page_half(seg, page->index);
+    ts_spin_lock(&seg->lock);
+    if (seg->huge_halves & half) { /* as purge_pages: else khugepaged fills it back in */
+        _ts_os_huge_pages((char *)seg + (half >> 1) * TS_HALF_SIZE, TS_HALF_SIZE, false);
+        atomic_fetch_add(&_ts_stats.huge_splits, 1);
+        seg->huge_halves &= (uint8_t)~half;
+        seg->huge_split |= (uint8_t)half;
+    }
+    bool purged = _ts_os_purge((void *)page->base, page->area);
+    if (purged) page->touched = 0;
+    ts_spin_unlock(&seg->lock);
+    if (purged) { /* in use, yet not resident: _ts_segment_page_free frees it clean */
+        _ts_stat_decommit(page->area);
+        atomic_fetch_add(&_ts_stats.purged, page->area);
+    }
+    return purged;
+}
+
 /* Purge the dirty pages whose delay has passed; returns the next deadline. */
 static uint64_t purge_expired(ts_segment_t *seg, uint64_t now, bool force) {
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
@@ -681,14 +701,18 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     uint64_t delay = _ts_purge_delay_ns();
     uint64_t at = _ts_os_now_ns() + delay;
     uint64_t bit = (uint64_t)1 << page->index;
+    /* A rescued page (rescue.c) was purged and decommitted already. */
+    bool clean = atomic_exchange_explicit(&page->rescued, 0, memory_order_relaxed);
     ts_spin_lock(&seg->lock);
-    ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
+    ts_page_set_state(page, clean ? TS_PAGE_FREE_CLEAN : TS_PAGE_FREE_DIRTY);
     page->purge_at = at;
     seg->free_mask |= bit;
     seg->used_pages--;
     unsigned used_pages = seg->used_pages;
-    atomic_fetch_add(&_ts_stats.dirty, page->area);
-    if (delay == 0) {
+    if (!clean) atomic_fetch_add(&_ts_stats.dirty, page->area);
+    if (clean) {
+        /* nothing to purge */
+    } else if (delay == 0) {
         purge_pages(seg, bit);
     } else {
         atomic_fetch_or(&seg->dirty_mask, bit);

@@ -161,11 +161,11 @@ static void print_text(out_t *o) {
     outf(o, "  segments   %zu mapped (%zu owned by threads, %zu cached, %zu abandoned)\n",
          s.segments_total, s.segments_owned, atomic_load(&g->segments_cached),
          atomic_load(&g->segments_abandoned));
-    outf(
-        o,
-        "  pages      in use: %zu small, %zu medium, %zu big; reclaimed from exited threads: %zu\n",
-        atomic_load(&g->pages[0]), atomic_load(&g->pages[1]), atomic_load(&g->pages[2]),
-        atomic_load(&g->reclaimed_pages));
+    outf(o,
+         "  pages      in use: %zu small, %zu medium, %zu big; reclaimed from exited threads: %zu; "
+         "rescued from idle ones: %zu\n",
+         atomic_load(&g->pages[0]), atomic_load(&g->pages[1]), atomic_load(&g->pages[2]),
+         atomic_load(&g->reclaimed_pages), atomic_load(&g->rescued_pages));
     outf(o,
          "  large      %zu live (%zu B), %lu allocated; cache: %zu regions (%zu B), %zu hits, %zu "
          "remaps\n",
@@ -205,9 +205,11 @@ static void print_json(out_t *o) {
          "\"adopted\": %zu},\n",
          s.segments_total, s.segments_owned, atomic_load(&g->segments_cached),
          atomic_load(&g->segments_abandoned), atomic_load(&g->adopted));
-    outf(o, " \"pages\": {\"small\": %zu, \"medium\": %zu, \"big\": %zu, \"reclaimed\": %zu},\n",
+    outf(o,
+         " \"pages\": {\"small\": %zu, \"medium\": %zu, \"big\": %zu, \"reclaimed\": %zu, "
+         "\"rescued\": %zu},\n",
          atomic_load(&g->pages[0]), atomic_load(&g->pages[1]), atomic_load(&g->pages[2]),
-         atomic_load(&g->reclaimed_pages));
+         atomic_load(&g->reclaimed_pages), atomic_load(&g->rescued_pages));
     outf(o,
          " \"large\": {\"live\": %zu, \"live_bytes\": %zu, \"allocated\": %lu, "
          "\"cached\": %zu, \"cached_bytes\": %zu, \"cache_hits\": %zu, \"remaps\": %zu},\n",

@@ -2,7 +2,7 @@
 # which replaces malloc in the test program; core_stress also runs against
 # libtsalloc.so under LD_PRELOAD.
 if(TARGET tsalloc-tsalloc-static)
-  foreach(area threads fork rss prodcons exit)
+  foreach(area threads fork rss prodcons exit rescue)
     ts_test(core_${area} SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_${area}.c
             LIBS tsalloc-tsalloc-static TIMEOUT 90)
   endforeach()

@@ -1,0 +1,165 @@
+/* Rescue: the purge thread gives back the memory of full pages whose blocks
+ * other threads freed while the page's owner thread was idle.
+ *
+ * Why: only the owner takes blocks back into its pages (its fast paths use no
+ * atomics), so when a thread fills pages and then waits (a producer in
+ * pthread_join, say) while others free its blocks, those pages would stay
+ * resident until it allocates again. When a page of the full list gets its
+ * first block back, the freer hands the blocks to the owner heap's `delayed`
+ * list (free.c); later blocks go to the page's thread_free. So a heap whose
+ * `delayed` list stayed non-empty while its slow path did not run for a
+ * purge delay is idle with blocks waiting: the purge thread takes that list,
+ * and for each page in it whose blocks are now all free (those in the list
+ * plus those in thread_free make `used`), it empties thread_free, purges the
+ * page's memory and marks it rescued. The page stays in the owner's full
+ * list (the owner's lists are its own); the owner retires it at its next
+ * collection, or when it exits. Blocks of the other pages go back to
+ * `delayed`, and the look is repeated after 2, 4, ... up to 64 purge delays.
+ *
+ * Invariants:
+ * - A page is touched only while claimed: page->owner moves from
+ *   heap | FULL to heap | CLAIMED by CAS, and back by a release store. Owner
+ *   code that takes a page out of the full list (unfull, detach) waits while
+ *   it is claimed; the owner's frees of a claimed page go the remote way
+ *   (free.c). A rescued page keeps no block anywhere: its list is empty,
+ *   `used` and thread_free are 0.
+ * - Blocks taken from `delayed` are put back only after their page is
+ *   unclaimed (the owner would otherwise unfull a claimed page).
+ * - The pass runs under the pool lock (heap.c): heaps are not freed under
+ *   it, a heap being abandoned (state set under that lock) is skipped, and a
+ *   fork waits for the pass.
+ *
+ * Lock order: pool lock, then a segment's spinlock (segment.c).
+ */
+#include "core/internal.h"
+
+#define RESCUE_BACKOFF_MAX 6 /* at most 2^6 purge delays between looks */
+
+/* A run of the taken list: blocks of one page, consecutive in the list. */
+typedef struct run {
+    ts_page_t *page;
+    ts_block_t *head, *tail;
+    uint32_t count;
+} run_t;
+
+/* Whether the run's page can be rescued now; if so, rescue it. The page is
+ * claimed by the caller. */
+static bool rescue_claimed(const run_t *r) {
+    ts_page_t *page = r->page;
+    if (page->free || page->is_head || !page->in_full) return false; /* not a full page */
+    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
+    if (ts_tf_state(w) != TS_TF_NORMAL || (w & TS_TF_DETACHED)) return false;
+    if ((uint64_t)r->count + ts_tf_count(w) != page->used) return false; /* blocks still out */
+    /* Every block is free: no legitimate free can push here any more. */
+    if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &w, 0, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false; /* a push came meanwhile (a double free): leave it */
+    page->used = 0;
+    if (!_ts_segment_purge_in_use(page)) {
+        /* The OS said no: the blocks must stay usable. Give them back as
+         * the owner would find them: thread_free again, the run to delayed. */
+        page->used = r->count + ts_tf_count(w);
+        atomic_store_explicit(&page->thread_free, w, memory_order_release);
+        return false;
+    }
+    atomic_store_explicit(&page->rescued, 1, memory_order_relaxed);
+    return true;
+}
+
+/* Take the heap's delayed list, rescue what can be, put back the rest. */
+static uint32_t rescue_heap(ts_heap_t *heap) {
+    ts_block_t *list = atomic_exchange_explicit(&heap->delayed, NULL, memory_order_acquire);
+    ts_block_t *back_head = NULL, *back_tail = NULL;
+    uint32_t rescued = 0;
+    while (list) {
+        run_t r = {NULL, list, list, 0};
+        (void)_ts_locate(list, &r.page);
+        /* The run: this page's blocks in a row. The link out of the run is
+         * read before the page's memory may be purged. */
+        ts_block_t *b = list;
+        for (;;) {
+            r.count++;
+            r.tail = b;
+            ts_block_t *next = b->next;
+            if (!next || ts_segment_of(next) != ts_segment_of(b)) {
+                list = next;
+                break;
+            }
+            ts_page_t *np = NULL;
+            (void)_ts_locate(next, &np);
+            if (np != r.page) {
+                list = next;
+                break;
+            }
+            b = next;
+        }
+        uintptr_t full = (uintptr_t)heap | TS_OWNER_FULL;
+        uintptr_t claimed = (uintptr_t)heap | TS_OWNER_CLAIMED;
+        bool done = false;
+        if (atomic_compare_exchange_strong_explicit(&r.page->owner, &full, claimed,
+                                                    memory_order_acquire, memory_order_relaxed)) {
+            done = rescue_claimed(&r);
+            atomic_store_explicit(&r.page->owner, (uintptr_t)heap | TS_OWNER_FULL,
+                                  memory_order_release);
+        }
+        if (done) {
+            rescued++;
+            continue;
+        }
+        if (back_tail)
+            back_tail->next = r.head;
+        else
+            back_head = r.head;
+        back_tail = r.tail;
+    }
+    if (back_head) { /* after every page is unclaimed: the owner may unfull them now */
+        ts_block_t *old = atomic_load_explicit(&heap->delayed, memory_order_relaxed);
+        do {
+            back_tail->next = old;
+        } while (!atomic_compare_exchange_weak_explicit(
+            &heap->delayed, &old, back_head, memory_order_release, memory_order_relaxed));
+    }
+    if (rescued) {
+        atomic_fetch_add_explicit(&_ts_stats.rescued_pages, rescued, memory_order_relaxed);
+        atomic_fetch_add_explicit(&heap->rescued, rescued, memory_order_release);
+    }
+    return rescued;
+}
+
+/* One heap, under the pool lock; returns when to look at it again. Only a
+ * heap seen idle for a purge delay: malloc_trim(), which forces the other
+ * purges, does not rescue pages whose owner may be about to reuse them. */
+TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now);
+uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
+    if (heap->state != TS_HEAP_ACTIVE ||
+        !atomic_load_explicit(&heap->delayed, memory_order_relaxed)) {
+        heap->rescue_armed = 0;
+        heap->rescue_backoff = 0;
+        return UINT64_MAX;
+    }
+    uint64_t delay = _ts_purge_delay_ns();
+    uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed);
+    bool idle = heap->rescue_armed && slow == heap->rescue_seen_slow;
+    if (!idle || now < heap->rescue_at) {
+        if (!idle) { /* first seen waiting, or the owner ran since: look again later */
+            heap->rescue_armed = 1;
+            heap->rescue_seen_slow = slow;
+            heap->rescue_backoff = 0;
+            heap->rescue_at = now + delay;
+        }
+        return heap->rescue_at;
+    }
+    uint32_t rescued = rescue_heap(heap);
+    if (!atomic_load_explicit(&heap->delayed, memory_order_relaxed)) {
+        heap->rescue_armed = 0;
+        return UINT64_MAX;
+    }
+    /* Blocks still out: look again, less often while nothing comes of it. */
+    if (rescued)
+        heap->rescue_backoff = 0;
+    else if (heap->rescue_backoff < RESCUE_BACKOFF_MAX)
+        heap->rescue_backoff++;
+    heap->rescue_seen_slow = slow;
+    heap->rescue_at = now + (delay << heap->rescue_backoff);
+    return heap->rescue_at;
+}

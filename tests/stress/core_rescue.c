@@ -1,0 +1,374 @@
+/* Rescue of an idle thread's full pages (src/core/rescue.c): blocks that
+ * other threads free into the full pages of a thread that makes no allocator
+ * call go back to the OS all the same, and nothing that is still in use is
+ * touched.
+ *
+ * 1. An owner fills small, medium and big pages, then waits; main frees every
+ *    block. Without any further allocator call from either, RSS falls
+ *    (the purge thread rescues the pages), and the pages count as rescued.
+ *    The owner then allocates and frees again: its blocks hold what it
+ *    wrote, and after its malloc_trim its pages in use are back where they
+ *    started (the rescued pages were retired, not leaked).
+ * 2. One block per page still out: passes driven by hand (purge delay ten
+ *    minutes, so the helper stays out) rescue nothing, the blocks keep their
+ *    contents, and the owner frees them itself.
+ * 3. A double free into a rescued page aborts with the usual message.
+ * 4. Stress: owners alternate bursts of allocation with idle spells while
+ *    freers free their blocks and a driver runs rescue passes without pause
+ *    (purge delay 1 ms); the owners free a quarter of their blocks
+ *    themselves (into full pages the driver may hold claimed); every block's
+ *    contents are checked before its free.
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "tsalloc.h"
+
+#define MB ((size_t)1 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t pages_in_use(void) {
+    return atomic_load(&_ts_stats.pages[0]) + atomic_load(&_ts_stats.pages[1]) +
+           atomic_load(&_ts_stats.pages[2]);
+}
+
+static void fill(void *p, size_t n, uint64_t tag) {
+    memset(p, (int)(tag & 0xff), n);
+    memcpy(p, &tag, sizeof tag);
+}
+static int intact(const void *p, size_t n, uint64_t tag) {
+    const unsigned char *b = p;
+    uint64_t t;
+    memcpy(&t, p, sizeof t);
+    return t == tag && b[n - 1] == (unsigned char)(tag & 0xff) &&
+           b[n / 2] == (unsigned char)(tag & 0xff);
+}
+
+/* An owner thread that allocates on request and otherwise waits. */
+typedef struct owner {
+    pthread_barrier_t step;
+    void (*work)(struct owner *);
+    void **blocks;
+    size_t *sizes;
+    size_t n;
+    int quit;
+} owner_t;
+
+static void *owner_main(void *arg) {
+    owner_t *o = arg;
+    for (;;) {
+        pthread_barrier_wait(&o->step); /* main says: go */
+        if (o->quit) return NULL;
+        o->work(o);
+        pthread_barrier_wait(&o->step); /* done */
+    }
+}
+static void owner_run(owner_t *o, void (*work)(owner_t *)) {
+    o->work = work;
+    pthread_barrier_wait(&o->step);
+    pthread_barrier_wait(&o->step);
+}
+static pthread_t owner_start(owner_t *o, size_t n) {
+    *o = (owner_t){.n = n};
+    o->blocks = calloc(n, sizeof *o->blocks);
+    o->sizes = calloc(n, sizeof *o->sizes);
+    CHECK(o->blocks && o->sizes);
+    pthread_barrier_init(&o->step, NULL, 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, owner_main, o) == 0);
+    return t;
+}
+static void owner_stop(owner_t *o, pthread_t t) {
+    o->quit = 1;
+    pthread_barrier_wait(&o->step);
+    CHECK(pthread_join(t, NULL) == 0);
+    pthread_barrier_destroy(&o->step);
+    free(o->blocks);
+    free(o->sizes);
+}
+
+/* Sizes over small (full 64 KiB pages), medium and big pages. */
+static size_t size_at(size_t i) {
+    static const size_t sizes[] = {48, 48, 48, 48, 200, 200, 1000, 20000, 150000};
+    return sizes[i % (sizeof sizes / sizeof sizes[0])];
+}
+
+static void alloc_all(owner_t *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        o->sizes[i] = size_at(i);
+        o->blocks[i] = malloc(o->sizes[i]);
+        CHECK(o->blocks[i] != NULL);
+        fill(o->blocks[i], o->sizes[i], i * 2654435761u + 1);
+    }
+}
+static void check_free_all(owner_t *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        if (!o->blocks[i]) continue;
+        CHECK_MSG(intact(o->blocks[i], o->sizes[i], i * 2654435761u + 1),
+                  "block %zu (%zu B) lost its contents", i, o->sizes[i]);
+        free(o->blocks[i]);
+        o->blocks[i] = NULL;
+    }
+}
+static void trim(owner_t *o) {
+    (void)o;
+    malloc_trim(0);
+}
+
+#define N1 8000
+
+/* ---- 1 ---- */
+
+static void test_rescue(void) {
+    owner_t o;
+    pthread_t t = owner_start(&o, N1);
+    owner_run(&o, trim);
+    size_t pages0 = pages_in_use();
+    size_t base = ts_rss_bytes();
+    owner_run(&o, alloc_all); /* the owner now waits at its barrier */
+    size_t high = ts_rss_bytes();
+    CHECK_MSG(high > base + 60 * MB, "allocation did not raise RSS (%zu -> %zu KB)", base >> 10,
+              high >> 10);
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    for (size_t i = 0; i < o.n; i++) {
+        CHECK(intact(o.blocks[i], o.sizes[i], i * 2654435761u + 1));
+        free(o.blocks[i]); /* remote frees; then no allocator call from main */
+        o.blocks[i] = NULL;
+    }
+    malloc_trim(0); /* main's own batches and caches; does not rescue the owner's pages */
+    size_t limit = base + 20 * MB;
+    double t0 = now_s(), took = -1;
+    while (now_s() - t0 < 20.0) {
+        /* The count is added when the pass ends: RSS may fall before. */
+        if (ts_rss_bytes() <= limit && atomic_load(&_ts_stats.rescued_pages) >= rescued0 + 50) {
+            took = now_s() - t0;
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    size_t rescued = atomic_load(&_ts_stats.rescued_pages) - rescued0;
+    CHECK_MSG(took >= 0, "RSS stayed at %zu KB while the owner waited (base %zu, peak %zu KB)",
+              ts_rss_bytes() >> 10, base >> 10, high >> 10);
+    CHECK_MSG(rescued >= 50, "only %zu pages rescued", rescued);
+    printf("idle owner: rss %zu -> %zu KB, back under %zu KB after %.0f ms; %zu pages rescued\n",
+           base >> 10, high >> 10, limit >> 10, took * 1000, rescued);
+    /* The owner wakes: it reuses memory as usual, and retires the rescued pages. */
+    owner_run(&o, alloc_all);
+    owner_run(&o, check_free_all);
+    owner_run(&o, trim);
+    CHECK_MSG(pages_in_use() <= pages0 + 2, "pages in use %zu, %zu before (rescued ones leaked?)",
+              pages_in_use(), pages0);
+    owner_stop(&o, t);
+}
+
+/* ---- 2 ---- */
+
+#define N2 4000
+
+/* Two looks a purge delay apart, as the purge thread would make them. */
+static void rescue_passes(void) {
+    uint64_t t = _ts_os_now_ns();
+    (void)_ts_heaps_rescue(t);
+    (void)_ts_heaps_rescue(t + _ts_purge_delay_ns() + 1);
+}
+
+static void test_blocks_out(void) {
+    CHECK(ts_option_set("purge_delay_ms", 600000)); /* the helper's looks come too late */
+    owner_t o;
+    pthread_t t = owner_start(&o, N2);
+    owner_run(&o, alloc_all);
+    /* Keep one block of every page (the first seen of each). */
+    ts_page_t **kept = calloc(N2, sizeof *kept);
+    size_t nkept = 0;
+    CHECK(kept != NULL);
+    for (size_t i = 0; i < o.n; i++) {
+        ts_page_t *page = NULL;
+        CHECK(_ts_locate(o.blocks[i], &page) == TS_PTR_BLOCK);
+        int seen = 0;
+        for (size_t k = 0; k < nkept && !seen; k++) seen = kept[k] == page;
+        if (!seen) {
+            kept[nkept++] = page;
+            continue;
+        }
+        free(o.blocks[i]);
+        o.blocks[i] = NULL;
+    }
+    malloc_trim(0);
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    rescue_passes();
+    rescue_passes();
+    CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) == rescued0,
+              "%zu pages rescued with a block still out",
+              atomic_load(&_ts_stats.rescued_pages) - rescued0);
+    owner_run(&o, check_free_all); /* the kept blocks: intact; the owner frees them */
+    /* Now every block is free, and the owner has taken its hand-overs back:
+     * nothing is left for a pass. */
+    rescue_passes();
+    owner_run(&o, alloc_all);
+    owner_run(&o, check_free_all);
+    printf("blocks still out: %zu pages kept one each, none rescued, contents intact\n", nkept);
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    free(kept);
+}
+
+/* ---- 3 ---- */
+
+static void *fill_one_page(void *arg) {
+    void **blocks = arg;
+    for (int i = 0; i < 64; i++) blocks[i] = malloc(1024); /* one page of the 1 KiB class */
+    blocks[64] = malloc(1024);                             /* the next page: the first is full */
+    return NULL;
+}
+static void *owner_fill_then_wait(void *arg) {
+    void **blocks = arg;
+    fill_one_page(blocks);
+    pthread_barrier_t *b = (pthread_barrier_t *)blocks[66];
+    pthread_barrier_wait(b); /* filled */
+    pthread_barrier_wait(b); /* main is done */
+    return NULL;
+}
+static void double_free_into_rescued(void *unused) {
+    (void)unused;
+    CHECK(ts_option_set("purge_delay_ms", 600000));
+    void *blocks[67];
+    pthread_barrier_t b;
+    pthread_barrier_init(&b, NULL, 2);
+    blocks[66] = &b;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, owner_fill_then_wait, blocks) == 0);
+    pthread_barrier_wait(&b);
+    for (int i = 0; i < 64; i++) free(blocks[i]);
+    malloc_trim(0); /* pushes main's batches */
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    rescue_passes();
+    CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "the full page was not rescued");
+    free(blocks[5]); /* every block of that page is free already */
+}
+
+/* ---- 4 ---- */
+
+#define OWNERS      2
+#define SLOTS       4096
+#define STRESS_SECS 2.0
+
+typedef struct slot {
+    void *p;
+    size_t n;
+    uint64_t tag;
+} slot_t;
+
+static slot_t ring[OWNERS][SLOTS];
+static _Atomic long ring_in[OWNERS], ring_out[OWNERS];
+static _Atomic int stop;
+
+static void *stress_owner(void *arg) {
+    long id = (long)(intptr_t)arg;
+    uint64_t rng = 77 + (uint64_t)id;
+    uint64_t tag = (uint64_t)id << 48;
+    slot_t mine[64] = {{0}}; /* a quarter of the blocks: freed by their owner */
+    while (!atomic_load(&stop)) {
+        /* A burst: fill what the ring has room for. */
+        long in = atomic_load(&ring_in[id]);
+        while (in - atomic_load(&ring_out[id]) < SLOTS && !atomic_load(&stop)) {
+            size_t n = size_at(ts_rand_range(&rng, 0, 1000));
+            void *p = malloc(n);
+            CHECK(p != NULL);
+            fill(p, n, ++tag);
+            if (ts_rand_range(&rng, 0, 3) == 0) { /* into pages the driver may have claimed */
+                slot_t *m = &mine[ts_rand_range(&rng, 0, 63)];
+                if (m->p) CHECK_MSG(intact(m->p, m->n, m->tag), "an owner's block changed");
+                free(m->p);
+                *m = (slot_t){p, n, tag};
+                continue;
+            }
+            slot_t *s = &ring[id][in % SLOTS];
+            s->p = p;
+            s->n = n;
+            s->tag = tag;
+            atomic_store(&ring_in[id], ++in);
+        }
+        /* An idle spell: no allocator call while the freers catch up. */
+        struct timespec ts = {0, (long)ts_rand_range(&rng, 0, 4) * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int k = 0; k < 64; k++) free(mine[k].p);
+    return NULL;
+}
+
+static void *stress_freer(void *arg) {
+    long id = (long)(intptr_t)arg;
+    long bad = 0;
+    for (;;) {
+        long out = atomic_load(&ring_out[id]);
+        if (out == atomic_load(&ring_in[id])) {
+            if (atomic_load(&stop)) break;
+            sched_yield();
+            continue;
+        }
+        slot_t *s = &ring[id][out % SLOTS];
+        bad += !intact(s->p, s->n, s->tag);
+        free(s->p);
+        atomic_store(&ring_out[id], out + 1);
+    }
+    return (void *)(intptr_t)bad;
+}
+
+static void *stress_driver(void *arg) {
+    (void)arg;
+    while (!atomic_load(&stop)) (void)_ts_heaps_rescue(_ts_os_now_ns());
+    return NULL;
+}
+
+static void test_stress(void) {
+    CHECK(ts_option_set("purge_delay_ms", 1));
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    pthread_t owners[OWNERS], freers[OWNERS], driver;
+    for (long i = 0; i < OWNERS; i++) {
+        CHECK(pthread_create(&owners[i], NULL, stress_owner, (void *)(intptr_t)i) == 0);
+        CHECK(pthread_create(&freers[i], NULL, stress_freer, (void *)(intptr_t)i) == 0);
+    }
+    CHECK(pthread_create(&driver, NULL, stress_driver, NULL) == 0);
+    double t0 = now_s();
+    while (now_s() - t0 < STRESS_SECS) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&stop, 1);
+    long bad = 0;
+    for (int i = 0; i < OWNERS; i++) {
+        CHECK(pthread_join(owners[i], NULL) == 0);
+        void *r;
+        CHECK(pthread_join(freers[i], &r) == 0);
+        bad += (long)(intptr_t)r;
+    }
+    CHECK(pthread_join(driver, NULL) == 0);
+    CHECK_MSG(bad == 0, "%ld blocks lost their contents", bad);
+    printf("stress: %ld + %ld blocks passed, %zu pages rescued on the way\n",
+           atomic_load(&ring_in[0]), atomic_load(&ring_in[1]),
+           atomic_load(&_ts_stats.rescued_pages) - rescued0);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+}
+
+int main(void) {
+    free(malloc(1));
+    test_rescue();
+    test_blocks_out();
+    CHECK(ts_expect_abort(double_free_into_rescued, NULL, "tsalloc: free(): double free of 0x"));
+    test_stress();
+    return 0;
+}

@@ -694,6 +694,20 @@ class MarkdownTest(unittest.TestCase):
         del self.doc["callgrind"]
         self.assertEqual(len(md_tables(tsbench.markdown_report(self.doc))), 2)
 
+    def test_end_rss_table(self):
+        # Only workloads whose runs report rss_end_kb get a row; failed cells stay empty.
+        for c in self.doc["summary"]:
+            if c["workload"] == "collatz-list" and c["status"] == tsbench.OK:
+                c["extra"]["rss_end_kb"] = {"glibc": 4096, "jemalloc": 2048}.get(
+                    c["allocator"], 1024)
+        md = tsbench.markdown_report(self.doc)
+        self.assertIn("**Resident at the end:**", md)
+        t = md_tables(md)[2]
+        self.assertEqual(t[0], ["workload", "glibc", "jemalloc", "tsalloc", "bestfit", "pow2"])
+        self.assertEqual(t[1:], [["collatz-list", "4.0", "2.0 (0.50)", "1.0 (0.25)",
+                                  "1.0 (0.25)", ""]])
+        self.assertNotIn("Resident at the end", self.md)  # no workload reports it
+
     def test_failures_and_notes_are_listed(self):
         self.assertIn("- `lecture1` on `bestfit`: TIMEOUT: 3 of 3 runs: no result within 3.0 s",
                       self.md)

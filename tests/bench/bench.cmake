@@ -68,6 +68,7 @@ _tsb_workload(server --threads 2 --slots 100 --rounds 3 --ops 500)
 # memory grows by about 16 MiB over the second half (measured with the floor allocator,
 # which loses a dead thread's free lists); tsalloc 150-570 KiB; 2 MiB is the bound.
 _tsb_workload(churn --threads 2 --waves 200 --blocks 200 --max-growth-kb 2048)
+_tsb_workload(idle-owner --mb 4 --wait-ms 0)
 _tsb_workload(xthread --producers 1 --consumers 2 --blocks 4096 --batch 64 --depth 4)
 _tsb_workload(false-sharing --threads 2 --rounds 10 --writes 1000)
 _tsb_workload(fragmentation --small 5000)

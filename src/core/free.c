@@ -49,6 +49,16 @@ size_t _ts_usable_checked(const void *p, const char *func) {
 
 /* ---- handing blocks back to their page ---------------------------------------------- */
 
+/* The purge thread stopped looking at the heap (rescue.c): ask it to look
+ * again. The fence pairs with the one after it parks the heap: either this
+ * sees the heap parked, or its last look sees the push that came before. */
+static void rescue_wake(ts_heap_t *heap) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&heap->rescue_parked, memory_order_relaxed) &&
+        atomic_exchange_explicit(&heap->rescue_parked, 0, memory_order_relaxed))
+        _ts_purge_schedule();
+}
+
 /* The page is in its owner's full list: give the chain to the owner heap,
  * which frees the blocks itself and so sees the page has room. */
 static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
@@ -65,10 +75,21 @@ static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
     }
     /* Blocks now wait for the owner: should it stay idle, the purge thread
      * rescues its pages (rescue.c). Once per non-empty spell of the list. */
-    if (!old) _ts_purge_schedule();
+    if (!old)
+        _ts_purge_schedule();
+    else
+        rescue_wake(owner);
 }
 
 void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, uint32_t count) {
+    /* Read before the push: after it the page may be reclaimed. Heaps are
+     * never unmapped, so a stale owner costs at most a needless wake-up. */
+    uintptr_t owner_word = ts_page_owner(page);
+    ts_heap_t *full_owner = (owner_word & TS_OWNER_FLAGS) == TS_OWNER_FULL
+                                ? (ts_heap_t *)(owner_word & ~TS_OWNER_FLAGS)
+                                : NULL; /* in its full list */
+    uint32_t near_all = atomic_load_explicit(&page->carved, memory_order_relaxed);
+    near_all = near_all > page->rbatch_max ? near_all - page->rbatch_max : 0;
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     for (;;) {
         unsigned st = ts_tf_state(w);
@@ -91,6 +112,9 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
     }
     /* The page may be reclaimed from here on: only the word replaced counts. */
     if (w & TS_TF_DETACHED) _ts_abandoned_note_free();
+    /* A full page has all its blocks back but at most one hand-over batch:
+     * with its owner idle, the purge thread may rescue it now (rescue.c). */
+    if (full_owner && ts_unlikely(ts_tf_count(w) + count >= near_all)) rescue_wake(full_owner);
 }
 
 void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b) {

@@ -401,7 +401,10 @@ struct ts_heap {
     /* Written by other threads: alone in its 128-byte pair of lines (heaps
      * are 128-byte aligned in their pool). */
     _Alignas(128) _Atomic(ts_block_t *) delayed; /* blocks handed over for full pages */
-    char delayed_pad[120];
+    /* rescue.c gave up looking (nothing came of its last looks): a new
+     * hand-over, or a push that may complete a page, asks it to look again. */
+    _Atomic uint8_t rescue_parked;
+    char delayed_pad[119];
 };
 
 /* The calling thread's heap: one pointer of initial-exec TLS. Starts as the
@@ -526,8 +529,6 @@ TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
 /* rescue.c: give back full pages of idle heaps whose blocks other threads
  * freed; returns when the next look is due. */
 TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
-/* Wait while the purge thread has the page claimed. */
-TS_HIDDEN void _ts_page_wait_unclaimed(const ts_page_t *page);
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
@@ -557,6 +558,7 @@ TS_HIDDEN void _ts_purge_schedule(void);
 /* A thread with a heap ended: the helper looks whether main has exited (and
  * then ends, so that it does not keep the process alive). */
 TS_HIDDEN void _ts_purge_thread_ended(void);
+TS_HIDDEN void _ts_purge_delay_changed(void);
 TS_HIDDEN void _ts_purge_safe_point(void);
 TS_HIDDEN extern _Atomic int _ts_purge_wanted; /* the helper thread should be started */
 TS_INLINE void ts_purge_safe_point(void) {

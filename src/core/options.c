@@ -91,7 +91,7 @@ TS_EXPORT bool ts_option_set(const char *name, long long value) {
     atomic_store_explicit(&values[i], value, memory_order_relaxed);
     if (i == TS_OPT_PURGE_DELAY_MS) { /* re-evaluate deadlines */
         _ts_abandoned_delay_changed(_ts_os_now_ns());
-        _ts_purge_schedule();
+        _ts_purge_delay_changed();
     }
     return true;
 }

@@ -264,13 +264,6 @@ static void wait_briefly(unsigned *spins) {
     }
 }
 
-void _ts_page_wait_unclaimed(const ts_page_t *page) {
-    unsigned spins = 0;
-    while ((atomic_load_explicit(&page->owner, memory_order_acquire) & TS_OWNER_FLAGS) ==
-           TS_OWNER_CLAIMED)
-        wait_briefly(&spins);
-}
-
 /* Move an exhausted page (the head of its queue) to the full list. False
  * when blocks arrived from other threads meanwhile (they are now its free
  * blocks and it stays). */
@@ -320,10 +313,23 @@ void _ts_page_settle_notify(ts_page_t *page) {
 
 /* A block came back to a page in the full list: it may allocate again. */
 void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
-    _ts_page_wait_unclaimed(page);
+    /* Out of FULL by CAS: until it succeeds the purge thread may claim the
+     * page (rescue.c), and a check followed by a store would let the owner
+     * change the page under the claim. Wait while the page is claimed. */
+    unsigned spins = 0;
+    for (;;) {
+        uintptr_t w = (uintptr_t)heap | TS_OWNER_FULL;
+        if (atomic_compare_exchange_strong_explicit(&page->owner, &w, (uintptr_t)heap,
+                                                    memory_order_acquire, memory_order_relaxed))
+            break;
+        if (w != ((uintptr_t)heap | TS_OWNER_CLAIMED)) { /* not from the full list: as before */
+            atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
+            break;
+        }
+        wait_briefly(&spins);
+    }
     list_unlink(&heap->full, page);
     page->in_full = 0;
-    atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
     /* Back to NORMAL so remote frees go to the page again; a NOTIFYING
      * freer resets the state itself when done. */
     for (;;) {

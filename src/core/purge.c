@@ -85,6 +85,19 @@ void _ts_purge_schedule(void) {
     }
 }
 
+/* The purge delay changed. A helper asleep towards a deadline taken with a
+ * longer delay may have left a request pending (its deadline came after the
+ * one it sleeps towards), and then _ts_purge_schedule does not signal it
+ * again: wake it, so that it recomputes with the new delay. */
+void _ts_purge_delay_changed(void) {
+    _ts_purge_schedule();
+    if (atomic_load(&pt_state) == PT_RUNNING && atomic_load(&pt_sleeping) != SLEEP_NONE) {
+        pthread_mutex_lock(&pt_mutex);
+        pthread_cond_signal(&pt_cond);
+        pthread_mutex_unlock(&pt_mutex);
+    }
+}
+
 void _ts_purge_thread_ended(void) {
     if (atomic_load(&pt_state) != PT_RUNNING) return;
     atomic_store(&pt_look_at_main, 1);

@@ -14,7 +14,10 @@
  * page's memory and marks it rescued. The page stays in the owner's full
  * list (the owner's lists are its own); the owner retires it at its next
  * collection, or when it exits. Blocks of the other pages go back to
- * `delayed`, and the look is repeated after 2, 4, ... up to 64 purge delays.
+ * `delayed`, and the look is repeated after 2, 4, ... 64 periods (the purge
+ * delay, at least 10 ms); after that the heap is parked until a free wakes
+ * it: a hand-over to it, or a push that leaves at most one batch of a page
+ * out (free.c).
  *
  * Invariants:
  * - A page is touched only while claimed: page->owner moves from
@@ -33,7 +36,8 @@
  */
 #include "core/internal.h"
 
-#define RESCUE_BACKOFF_MAX 6 /* at most 2^6 purge delays between looks */
+#define RESCUE_BACKOFF_MAX 6 /* looks 1, 2, ... 2^6 periods apart, then it parks */
+#define RESCUE_PERIOD_MIN  ((uint64_t)10000000) /* ns: the period with a shorter purge delay */
 
 /* A run of the taken list: blocks of one page, consecutive in the list. */
 typedef struct run {
@@ -99,8 +103,12 @@ static uint32_t rescue_heap(ts_heap_t *heap) {
         if (atomic_compare_exchange_strong_explicit(&r.page->owner, &full, claimed,
                                                     memory_order_acquire, memory_order_relaxed)) {
             done = rescue_claimed(&r);
-            atomic_store_explicit(&r.page->owner, (uintptr_t)heap | TS_OWNER_FULL,
-                                  memory_order_release);
+            /* By CAS: should some owner path have stored over the claim (a
+             * bug), its value stays. */
+            uintptr_t c = claimed;
+            atomic_compare_exchange_strong_explicit(&r.page->owner, &c,
+                                                    (uintptr_t)heap | TS_OWNER_FULL,
+                                                    memory_order_release, memory_order_relaxed);
         }
         if (done) {
             rescued++;
@@ -128,16 +136,22 @@ static uint32_t rescue_heap(ts_heap_t *heap) {
 
 /* One heap, under the pool lock; returns when to look at it again. Only a
  * heap seen idle for a purge delay: malloc_trim(), which forces the other
- * purges, does not rescue pages whose owner may be about to reuse them. */
+ * purges, does not rescue pages whose owner may be about to reuse them.
+ * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
+ * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
+ * idle process whose idle thread keeps some blocks out sleeps. */
 TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now);
 uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
     if (heap->state != TS_HEAP_ACTIVE ||
         !atomic_load_explicit(&heap->delayed, memory_order_relaxed)) {
         heap->rescue_armed = 0;
         heap->rescue_backoff = 0;
+        atomic_store_explicit(&heap->rescue_parked, 0, memory_order_relaxed);
         return UINT64_MAX;
     }
+    if (atomic_load_explicit(&heap->rescue_parked, memory_order_relaxed)) return UINT64_MAX;
     uint64_t delay = _ts_purge_delay_ns();
+    uint64_t period = delay > RESCUE_PERIOD_MIN ? delay : RESCUE_PERIOD_MIN;
     uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed);
     bool idle = heap->rescue_armed && slow == heap->rescue_seen_slow;
     if (!idle || now < heap->rescue_at) {
@@ -145,11 +159,26 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
             heap->rescue_armed = 1;
             heap->rescue_seen_slow = slow;
             heap->rescue_backoff = 0;
-            heap->rescue_at = now + delay;
+            heap->rescue_at = now + period;
+            /* This pass may be malloc_trim's, which drops the deadline: the
+             * helper's next pass learns it. */
+            _ts_purge_schedule();
         }
         return heap->rescue_at;
     }
     uint32_t rescued = rescue_heap(heap);
+    heap->rescue_seen_slow = slow;
+    if (!rescued && heap->rescue_backoff == RESCUE_BACKOFF_MAX) {
+        /* Park, then look once more: a push that came before the heap was
+         * parked did not wake it (free.c's fence pairs with this one). Once
+         * woken, the next look waits a period, so that wake-ups coalesce. */
+        atomic_store_explicit(&heap->rescue_parked, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        rescued = rescue_heap(heap);
+        heap->rescue_at = now + period;
+        if (!rescued) return UINT64_MAX;
+        atomic_store_explicit(&heap->rescue_parked, 0, memory_order_relaxed);
+    }
     if (!atomic_load_explicit(&heap->delayed, memory_order_relaxed)) {
         heap->rescue_armed = 0;
         return UINT64_MAX;
@@ -157,9 +186,8 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
     /* Blocks still out: look again, less often while nothing comes of it. */
     if (rescued)
         heap->rescue_backoff = 0;
-    else if (heap->rescue_backoff < RESCUE_BACKOFF_MAX)
+    else
         heap->rescue_backoff++;
-    heap->rescue_seen_slow = slow;
-    heap->rescue_at = now + (delay << heap->rescue_backoff);
+    heap->rescue_at = now + (period << heap->rescue_backoff);
     return heap->rescue_at;
 }

@@ -12,12 +12,21 @@
  * 2. One block per page still out: passes driven by hand (purge delay ten
  *    minutes, so the helper stays out) rescue nothing, the blocks keep their
  *    contents, and the owner frees them itself.
- * 3. A double free into a rescued page aborts with the usual message.
+ * 3. A double free into a rescued page aborts with the usual message, by
+ *    another thread and by the owner.
  * 4. Stress: owners alternate bursts of allocation with idle spells while
  *    freers free their blocks and a driver runs rescue passes without pause
  *    (purge delay 1 ms); the owners free a quarter of their blocks
- *    themselves (into full pages the driver may hold claimed); every block's
- *    contents are checked before its free.
+ *    themselves (into full pages the driver may hold claimed) and exit after
+ *    a few bursts, a new thread taking over; every block's contents are
+ *    checked before its free.
+ * 5. The owner frees the last block of each of its full pages (taking them
+ *    off its full list) while a driver runs passes without pause: no page of
+ *    its queues may be left marked full or rescued.
+ * 6. Parking: with blocks still out the helper stops looking at the heap
+ *    (no pass in a second), and a free that makes a page whole wakes it: the
+ *    page is rescued.
+ * core_rescue_tsan runs 2, 5 and 4 under ThreadSanitizer (tsan.cmake).
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -31,6 +40,16 @@
 #include "check.h"
 #include "core/internal.h"
 #include "tsalloc.h"
+
+#ifdef RESCUE_TSAN
+/* Built with the core's sources under ThreadSanitizer (tsan.cmake), which
+ * owns malloc: the core is reached through its ts_* names. */
+int _ts_core_trim(size_t pad);
+#define malloc(n)      ts_malloc(n)
+#define calloc(n, s)   ts_calloc(n, s)
+#define free(p)        ts_free(p)
+#define malloc_trim(p) _ts_core_trim(p)
+#endif
 
 #define MB ((size_t)1 << 20)
 
@@ -138,6 +157,7 @@ static void test_rescue(void) {
     owner_run(&o, trim);
     size_t pages0 = pages_in_use();
     size_t base = ts_rss_bytes();
+    size_t committed0 = atomic_load(&_ts_stats.committed);
     owner_run(&o, alloc_all); /* the owner now waits at its barrier */
     size_t high = ts_rss_bytes();
     CHECK_MSG(high > base + 60 * MB, "allocation did not raise RSS (%zu -> %zu KB)", base >> 10,
@@ -166,12 +186,23 @@ static void test_rescue(void) {
     CHECK_MSG(rescued >= 50, "only %zu pages rescued", rescued);
     printf("idle owner: rss %zu -> %zu KB, back under %zu KB after %.0f ms; %zu pages rescued\n",
            base >> 10, high >> 10, limit >> 10, took * 1000, rescued);
+    /* Rescued pages are decommitted in the statistics as they are purged. */
+    size_t committed = atomic_load(&_ts_stats.committed);
+    CHECK_MSG(committed <= committed0 + 30 * MB, "committed %zu KB after the rescue, %zu before",
+              committed >> 10, committed0 >> 10);
     /* The owner wakes: it reuses memory as usual, and retires the rescued pages. */
     owner_run(&o, alloc_all);
     owner_run(&o, check_free_all);
     owner_run(&o, trim);
     CHECK_MSG(pages_in_use() <= pages0 + 2, "pages in use %zu, %zu before (rescued ones leaked?)",
               pages_in_use(), pages0);
+    /* Retired clean: counted neither as free resident nor decommitted twice. */
+    size_t dirty = atomic_load(&_ts_stats.dirty);
+    committed = atomic_load(&_ts_stats.committed);
+    CHECK_MSG(dirty <= 4 * MB, "%zu KB free resident after the owner's trim", dirty >> 10);
+    CHECK_MSG(committed >= dirty && committed <= committed0 + 30 * MB,
+              "committed %zu KB after the owner's trim (%zu before the fill)", committed >> 10,
+              committed0 >> 10);
     owner_stop(&o, t);
 }
 
@@ -234,21 +265,24 @@ static void *fill_one_page(void *arg) {
     blocks[64] = malloc(1024);                             /* the next page: the first is full */
     return NULL;
 }
+/* blocks[66]: the barrier; blocks[67]: nonzero when the owner double-frees. */
 static void *owner_fill_then_wait(void *arg) {
     void **blocks = arg;
     fill_one_page(blocks);
     pthread_barrier_t *b = (pthread_barrier_t *)blocks[66];
     pthread_barrier_wait(b); /* filled */
-    pthread_barrier_wait(b); /* main is done */
+    pthread_barrier_wait(b); /* main freed the page's blocks and it was rescued */
+    if (blocks[67]) free(blocks[5]);
+    pthread_barrier_wait(b);
     return NULL;
 }
-static void double_free_into_rescued(void *unused) {
-    (void)unused;
+static void double_free_into_rescued(void *by_owner) {
     CHECK(ts_option_set("purge_delay_ms", 600000));
-    void *blocks[67];
+    void *blocks[68];
     pthread_barrier_t b;
     pthread_barrier_init(&b, NULL, 2);
     blocks[66] = &b;
+    blocks[67] = by_owner;
     pthread_t t;
     CHECK(pthread_create(&t, NULL, owner_fill_then_wait, blocks) == 0);
     pthread_barrier_wait(&b);
@@ -257,7 +291,9 @@ static void double_free_into_rescued(void *unused) {
     size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
     rescue_passes();
     CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "the full page was not rescued");
-    free(blocks[5]); /* every block of that page is free already */
+    pthread_barrier_wait(&b);
+    if (!by_owner) free(blocks[5]); /* every block of that page is free already */
+    pthread_barrier_wait(&b);
 }
 
 /* ---- 4 ---- */
@@ -276,12 +312,17 @@ static slot_t ring[OWNERS][SLOTS];
 static _Atomic long ring_in[OWNERS], ring_out[OWNERS];
 static _Atomic int stop;
 
-static void *stress_owner(void *arg) {
+static _Atomic uint64_t owner_tags[OWNERS];
+
+/* One owner thread's life: a few bursts, then it exits (while the driver
+ * may be looking at its heap) and the next one takes its slot. */
+static void *stress_owner_life(void *arg) {
     long id = (long)(intptr_t)arg;
-    uint64_t rng = 77 + (uint64_t)id;
-    uint64_t tag = (uint64_t)id << 48;
+    uint64_t rng = 77 + (uint64_t)id + atomic_load(&owner_tags[id]);
+    uint64_t tag = atomic_load(&owner_tags[id]);
+    long bursts = (long)ts_rand_range(&rng, 1, 40);
     slot_t mine[64] = {{0}}; /* a quarter of the blocks: freed by their owner */
-    while (!atomic_load(&stop)) {
+    while (!atomic_load(&stop) && bursts-- > 0) {
         /* A burst: fill what the ring has room for. */
         long in = atomic_load(&ring_in[id]);
         while (in - atomic_load(&ring_out[id]) < SLOTS && !atomic_load(&stop)) {
@@ -307,6 +348,15 @@ static void *stress_owner(void *arg) {
         nanosleep(&ts, NULL);
     }
     for (int k = 0; k < 64; k++) free(mine[k].p);
+    atomic_store(&owner_tags[id], tag);
+    return NULL;
+}
+static void *stress_owner(void *arg) {
+    while (!atomic_load(&stop)) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, stress_owner_life, arg) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
     return NULL;
 }
 
@@ -330,7 +380,10 @@ static void *stress_freer(void *arg) {
 
 static void *stress_driver(void *arg) {
     (void)arg;
-    while (!atomic_load(&stop)) (void)_ts_heaps_rescue(_ts_os_now_ns());
+    /* Each look seen a long idle spell after the last: every heap whose slow
+     * path did not run in between is looked at, whatever it is doing. */
+    uint64_t t = _ts_os_now_ns();
+    while (!atomic_load(&stop)) (void)_ts_heaps_rescue(t += (uint64_t)1 << 32);
     return NULL;
 }
 
@@ -364,11 +417,150 @@ static void test_stress(void) {
     CHECK(ts_option_set("purge_delay_ms", 100));
 }
 
+/* ---- 5 ---- */
+
+#define RACE_PAGES  100
+#define RACE_N      (RACE_PAGES * 64)
+#define RACE_ROUNDS 60
+static void *race_blocks[RACE_N], *race_kept[RACE_PAGES + 1];
+static size_t race_nkept;
+static _Atomic int race_drive, race_stop;
+static _Atomic long race_bad;
+
+static void *race_driver(void *arg) {
+    (void)arg;
+    uint64_t t = _ts_os_now_ns();
+    while (!atomic_load(&race_stop))
+        if (atomic_load(&race_drive)) (void)_ts_heaps_rescue(t += (uint64_t)1 << 32);
+    return NULL;
+}
+
+static void race_alloc(owner_t *o) {
+    (void)o;
+    for (size_t i = 0; i < RACE_N; i++) {
+        race_blocks[i] = malloc(1024);
+        CHECK(race_blocks[i] != NULL);
+        fill(race_blocks[i], 1024, i + 7);
+    }
+}
+/* The owner frees its kept blocks: each takes a full page off the full list. */
+static void race_free_kept(owner_t *o) {
+    (void)o;
+    for (size_t k = 0; k < race_nkept; k++) free(race_kept[k]);
+    ts_heap_t *h = _ts_tls_heap;
+    for (unsigned c = 0; c < TS_CLASS_COUNT; c++)
+        for (ts_page_t *p = h->queue[c].first; p; p = p->next)
+            race_bad += (atomic_load(&p->owner) & TS_OWNER_FLAGS) == TS_OWNER_FULL ||
+                        atomic_load(&p->rescued);
+}
+
+static void test_unfull_race(void) {
+    CHECK(ts_option_set("purge_delay_ms", 1));
+    owner_t o;
+    pthread_t t = owner_start(&o, 0), d;
+    CHECK(pthread_create(&d, NULL, race_driver, NULL) == 0);
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    for (int r = 0; r < RACE_ROUNDS && !race_bad; r++) {
+        owner_run(&o, race_alloc);
+        race_nkept = 0;
+        for (size_t i = 0; i < RACE_N; i++) { /* keep the last block of each page */
+            ts_page_t *page = NULL, *next = NULL;
+            (void)_ts_locate(race_blocks[i], &page);
+            if (i + 1 < RACE_N) (void)_ts_locate(race_blocks[i + 1], &next);
+            if (next != page && race_nkept <= RACE_PAGES) {
+                CHECK(intact(race_blocks[i], 1024, i + 7));
+                race_kept[race_nkept++] = race_blocks[i];
+            } else {
+                free(race_blocks[i]);
+            }
+        }
+        malloc_trim(0); /* main's batches reach the pages */
+        atomic_store(&race_drive, 1);
+        owner_run(&o, race_free_kept);
+        atomic_store(&race_drive, 0);
+    }
+    atomic_store(&race_stop, 1);
+    CHECK(pthread_join(d, NULL) == 0);
+    CHECK_MSG(race_bad == 0, "%ld queued pages left marked full or rescued", race_bad);
+    owner_run(&o, trim);
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    printf("owner frees into its full pages during passes: %d rounds, %zu pages rescued\n",
+           RACE_ROUNDS, atomic_load(&_ts_stats.rescued_pages) - rescued0);
+}
+
+/* ---- 6 ---- */
+
+static int wait_for(int (*cond)(void *), void *arg, double seconds) {
+    double t0 = now_s();
+    while (now_s() - t0 < seconds) {
+        if (cond(arg)) return 1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+static int heap_parked(void *heap) {
+    return atomic_load(&((ts_heap_t *)heap)->rescue_parked);
+}
+static size_t rescued_target;
+static int rescued_reached(void *unused) {
+    (void)unused;
+    return atomic_load(&_ts_stats.rescued_pages) >= rescued_target;
+}
+
+static void test_parking(void) {
+    CHECK(ts_option_set("purge_delay_ms", 0)); /* looks 10, 20, ... 640 ms apart */
+    owner_t o;
+    pthread_t t = owner_start(&o, 0);
+    owner_run(&o, race_alloc);
+    ts_page_t *page = NULL;
+    CHECK(_ts_locate(race_blocks[0], &page) == TS_PTR_BLOCK);
+    ts_heap_t *heap = (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+    race_nkept = 0;
+    for (size_t i = 0; i < RACE_N; i++) { /* keep the first block of each page */
+        ts_page_t *p = NULL, *prev = NULL;
+        (void)_ts_locate(race_blocks[i], &p);
+        if (i) (void)_ts_locate(race_blocks[i - 1], &prev);
+        if (p != prev && race_nkept <= RACE_PAGES)
+            race_kept[race_nkept++] = race_blocks[i];
+        else
+            free(race_blocks[i]);
+    }
+    malloc_trim(0);
+    CHECK_MSG(wait_for(heap_parked, heap, 20.0), "the helper kept looking at an idle heap");
+    size_t runs = atomic_load(&_ts_stats.purge_runs);
+    struct timespec second = {1, 0};
+    nanosleep(&second, NULL); /* parked: no pass should be needed */
+    runs = atomic_load(&_ts_stats.purge_runs) - runs;
+    CHECK_MSG(runs <= 3, "%zu purge passes in 1 s with the only waiting heap parked", runs);
+    /* The kept block of the first full page: freeing it makes that page whole. */
+    rescued_target = atomic_load(&_ts_stats.rescued_pages) + 1;
+    free(race_kept[0]);
+    race_kept[0] = NULL;
+    malloc_trim(0); /* pushes main's batch holding it */
+    CHECK_MSG(wait_for(rescued_reached, NULL, 20.0), "the page made whole was not rescued");
+    owner_run(&o, race_free_kept);
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    printf("parking: no pass while parked (%zu), woken by the free that made a page whole\n", runs);
+}
+
 int main(void) {
     free(malloc(1));
+#ifdef RESCUE_TSAN /* the races only: RSS, aborts and timing are core_rescue's */
+    test_blocks_out();
+    test_unfull_race();
+    test_stress();
+    return 0;
+#endif
     test_rescue();
     test_blocks_out();
     CHECK(ts_expect_abort(double_free_into_rescued, NULL, "tsalloc: free(): double free of 0x"));
+    CHECK(ts_expect_abort(double_free_into_rescued, (void *)1,
+                          "tsalloc: free(): double free of 0x")); /* by the owner */
+    test_unfull_race();
+    test_parking();
     test_stress();
     return 0;
 }

@@ -137,7 +137,10 @@ static void *rescue_freer(void *arg) {
 
 static void *rescue_driver(void *arg) {
     (void)arg;
-    while (!atomic_load(&rescue_stop)) (void)_ts_heaps_rescue(_ts_os_now_ns());
+    /* Each look seen a long idle spell after the last: every heap whose slow
+     * path did not run in between is looked at, whatever it is doing. */
+    uint64_t t = _ts_os_now_ns();
+    while (!atomic_load(&rescue_stop)) (void)_ts_heaps_rescue(t += (uint64_t)1 << 32);
     return NULL;
 }
 

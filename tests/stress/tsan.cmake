@@ -21,6 +21,19 @@ if(TARGET tsd_core)
     add_test(NAME core_tsan COMMAND core_tsan 4 3 15000)
     set_tests_properties(core_tsan PROPERTIES TIMEOUT 300
       ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
+    # The rescue races of core_rescue.c (owners freeing into pages the purge
+    # thread holds claimed), through the ts_* names.
+    add_executable(core_rescue_tsan ${CMAKE_CURRENT_LIST_DIR}/core_rescue.c ${_core_srcs}
+                                    ${_platform_srcs})
+    target_include_directories(core_rescue_tsan PRIVATE ${TS_TEST_SUPPORT}
+                               ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+    target_compile_definitions(core_rescue_tsan PRIVATE RESCUE_TSAN)
+    target_compile_options(core_rescue_tsan PRIVATE -fsanitize=thread -O1 -g ${TS_LIB_C_FLAGS})
+    target_link_options(core_rescue_tsan PRIVATE -fsanitize=thread)
+    target_link_libraries(core_rescue_tsan PRIVATE Threads::Threads)
+    add_test(NAME core_rescue_tsan COMMAND core_rescue_tsan)
+    set_tests_properties(core_rescue_tsan PROPERTIES TIMEOUT 300
+      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
   else()
     message(STATUS "ThreadSanitizer unavailable: core_tsan test skipped")
   endif()

@@ -14,16 +14,17 @@
  * page's memory and marks it rescued. The page stays in the owner's full
  * list (the owner's lists are its own); the owner retires it at its next
  * collection, or when it exits. Blocks of the other pages go back to
- * `delayed`, and the look is repeated after 2, 4, ... 64 periods (the purge
+ * `delayed`, and the look is repeated after 1, 2, ... 64 periods (the purge
  * delay, at least 10 ms); after that the heap is parked until a free wakes
  * it: a hand-over to it, or a push that leaves at most one batch of a page
  * out (free.c).
  *
  * Invariants:
  * - A page is touched only while claimed: page->owner moves from
- *   heap | FULL to heap | CLAIMED by CAS, and back by a release store. Owner
- *   code that takes a page out of the full list (unfull, detach) waits while
- *   it is claimed; the owner's frees of a claimed page go the remote way
+ *   heap | FULL to heap | CLAIMED by CAS, and back by CAS (release). The
+ *   owner takes a page out of the full list by CAS too (page.c, unfull),
+ *   waiting while it is claimed; at thread exit the pool lock keeps passes
+ *   away (heap.c). The owner's frees of a claimed page go the remote way
  *   (free.c). A rescued page keeps no block anywhere: its list is empty,
  *   `used` and thread_free are 0.
  * - Blocks taken from `delayed` are put back only after their page is

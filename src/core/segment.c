@@ -702,22 +702,23 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     uint64_t at = _ts_os_now_ns() + delay;
     uint64_t bit = (uint64_t)1 << page->index;
     /* A rescued page (rescue.c) was purged and decommitted already. */
-    bool clean = atomic_exchange_explicit(&page->rescued, 0, memory_order_relaxed);
+    bool clean = atomic_load_explicit(&page->rescued, memory_order_relaxed);
+    if (clean) atomic_store_explicit(&page->rescued, 0, memory_order_relaxed);
     ts_spin_lock(&seg->lock);
     ts_page_set_state(page, clean ? TS_PAGE_FREE_CLEAN : TS_PAGE_FREE_DIRTY);
     page->purge_at = at;
     seg->free_mask |= bit;
     seg->used_pages--;
     unsigned used_pages = seg->used_pages;
-    if (!clean) atomic_fetch_add(&_ts_stats.dirty, page->area);
-    if (clean) {
-        /* nothing to purge */
-    } else if (delay == 0) {
-        purge_pages(seg, bit);
-    } else {
-        atomic_fetch_or(&seg->dirty_mask, bit);
-        if (at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
-            atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+    if (!clean) {
+        atomic_fetch_add(&_ts_stats.dirty, page->area);
+        if (delay == 0) {
+            purge_pages(seg, bit);
+        } else {
+            atomic_fetch_or(&seg->dirty_mask, bit);
+            if (at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
+                atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+        }
     }
     ts_spin_unlock(&seg->lock);
     atomic_fetch_sub(&_ts_stats.pages[seg->kind], 1);

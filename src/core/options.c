@@ -29,6 +29,8 @@ static const ts_option_desc_t options[TS_OPT_COUNT] = {
                                "MiB of freed large blocks kept resident for reuse"},
     [TS_OPT_HUGE_PAGES] = {"huge_pages", 0, 0, 1,
                            "back the segments of heaps past 2 MiB with transparent huge pages"},
+    [TS_OPT_RESCUE] = {"rescue", 1, 0, 1,
+                       "give back full pages of idle threads that other threads freed"},
     [TS_OPT_STATS] = {"stats", 0, 0, 2, "print statistics at exit (1: text, 2: JSON)"},
     [TS_OPT_VERBOSE] = {"verbose", 0, 0, 2, "report options and OS refusals on stderr"},
 };

@@ -11,7 +11,8 @@
  *    started (the rescued pages were retired, not leaked).
  * 2. One block per page still out: passes driven by hand (purge delay ten
  *    minutes, so the helper stays out) rescue nothing, the blocks keep their
- *    contents, and the owner frees them itself.
+ *    contents, and the owner frees them itself. With TSALLOC_RESCUE=0
+ *    (ts_option_set) passes do not look at the heap at all.
  * 3. A double free into a rescued page aborts with the usual message, by
  *    another thread and by the owner.
  * 4. Stress: owners alternate bursts of allocation with idle spells while
@@ -239,8 +240,15 @@ static void test_blocks_out(void) {
         o.blocks[i] = NULL;
     }
     malloc_trim(0);
+    /* TSALLOC_RESCUE=0 turns it off: passes do not even look at the heap. */
+    ts_heap_t *owner_heap = (ts_heap_t *)(atomic_load(&kept[0]->owner) & ~TS_OWNER_FLAGS);
+    CHECK(ts_option_set("rescue", 0));
+    rescue_passes();
+    CHECK_MSG(owner_heap->rescue_backoff == 0, "a pass looked at a heap with rescue off");
+    CHECK(ts_option_set("rescue", 1));
     size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
     rescue_passes();
+    CHECK(owner_heap->rescue_backoff == 1); /* now it looked, and found nothing */
     rescue_passes();
     CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) == rescued0,
               "%zu pages rescued with a block still out",

@@ -77,6 +77,7 @@ static void test_options(void) {
     CHECK_EQ(ts_option_get("no_such_option"), -1);
     CHECK_EQ(ts_option_get("stats"), 0);
     CHECK_EQ(ts_option_get("purge_thread"), 1);
+    CHECK_EQ(ts_option_get("rescue"), 1);
     CHECK(ts_option_get("segment_cache") >= 0);
     CHECK(ts_option_get("large_cache_mb") >= 0);
     CHECK(ts_option_get("verbose") >= 0);

@@ -85,9 +85,10 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
     /* Read before the push: after it the page may be reclaimed. Heaps are
      * never unmapped, so a stale owner costs at most a needless wake-up. */
     uintptr_t owner_word = ts_page_owner(page);
-    ts_heap_t *full_owner = (owner_word & TS_OWNER_FLAGS) == TS_OWNER_FULL
-                                ? (ts_heap_t *)(owner_word & ~TS_OWNER_FLAGS)
-                                : NULL; /* in its full list */
+    /* In its full list: the FULL bit, also set while the purge thread holds
+     * the page claimed (FULL | HEAD): that look may miss this push. */
+    ts_heap_t *full_owner =
+        owner_word & TS_OWNER_FULL ? (ts_heap_t *)(owner_word & ~TS_OWNER_FLAGS) : NULL;
     uint32_t near_all = atomic_load_explicit(&page->carved, memory_order_relaxed);
     near_all = near_all > page->rbatch_max ? near_all - page->rbatch_max : 0;
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);

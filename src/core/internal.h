@@ -560,6 +560,7 @@ TS_HIDDEN void _ts_purge_schedule(void);
  * then ends, so that it does not keep the process alive). */
 TS_HIDDEN void _ts_purge_thread_ended(void);
 TS_HIDDEN void _ts_purge_delay_changed(void);
+TS_HIDDEN bool _ts_purge_is_helper(void); /* the calling thread is the purge thread */
 TS_HIDDEN void _ts_purge_safe_point(void);
 TS_HIDDEN extern _Atomic int _ts_purge_wanted; /* the helper thread should be started */
 TS_INLINE void ts_purge_safe_point(void) {

@@ -146,9 +146,18 @@ static bool sleep_until(uint64_t until, int mode) {
 #define MAIN_POLL_MAX_NS ((uint64_t)1000000000u)
 
 static sigset_t program_mask; /* of the thread that started the helper */
+static pthread_t pt_self;     /* the helper, once pt_self_set */
+static _Atomic int pt_self_set;
+
+bool _ts_purge_is_helper(void) {
+    return atomic_load_explicit(&pt_self_set, memory_order_acquire) &&
+           pthread_equal(pthread_self(), pt_self);
+}
 
 static void *purge_main(void *arg) {
     (void)arg;
+    pt_self = pthread_self();
+    atomic_store_explicit(&pt_self_set, 1, memory_order_release);
     int expect = PT_STARTING;
     atomic_compare_exchange_strong(&pt_state, &expect, PT_RUNNING);
     uint64_t main_poll = MAIN_POLL_MIN_NS, next = 0;
@@ -167,6 +176,7 @@ static void *purge_main(void *arg) {
         bool poll = _ts_heaps_running() == 0 || !_ts_main_heap_live();
         if ((look || poll) && _ts_os_main_exited() == 1) {
             atomic_store(&pt_state, PT_FAILED); /* never again: slow paths purge */
+            atomic_store(&pt_self_set, 0);
             _ts_verbose(2, "main thread exited: the purge thread ends");
             pthread_sigmask(SIG_SETMASK, &program_mask, NULL); /* should it be the last */
             return NULL;
@@ -233,4 +243,5 @@ void _ts_purge_atfork_child(void) {
      * when it wants one itself. */
     if (s == PT_RUNNING || s == PT_STARTING || s == PT_WANTED) atomic_store(&pt_state, PT_STOPPED);
     atomic_store(&_ts_purge_wanted, 0);
+    atomic_store(&pt_self_set, 0);
 }

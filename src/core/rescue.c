@@ -161,9 +161,11 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
             heap->rescue_seen_slow = slow;
             heap->rescue_backoff = 0;
             heap->rescue_at = now + period;
-            /* This pass may be malloc_trim's, which drops the deadline: the
-             * helper's next pass learns it. */
-            _ts_purge_schedule();
+            /* A pass of malloc_trim's or of a slow path drops the deadline:
+             * the helper's next pass learns it. (Not from the helper's own
+             * pass: with a purge delay under the period that would make it
+             * pass again at once, over and over while the owner is busy.) */
+            if (!_ts_purge_is_helper()) _ts_purge_schedule();
         }
         return heap->rescue_at;
     }

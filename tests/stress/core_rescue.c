@@ -3,9 +3,10 @@
  * call go back to the OS all the same, and nothing that is still in use is
  * touched.
  *
- * 1. An owner fills small, medium and big pages, then waits; main frees every
- *    block. Without any further allocator call from either, RSS falls
- *    (the purge thread rescues the pages), and the pages count as rescued.
+ * 1. An owner fills small, medium and big pages, then waits; another thread
+ *    frees every block and exits. Without any further allocator call, RSS
+ *    falls (the purge thread, woken by the hand-overs, rescues the pages),
+ *    and the pages count as rescued.
  *    The owner then allocates and frees again: its blocks hold what it
  *    wrote, and after its malloc_trim its pages in use are back where they
  *    started (the rescued pages were retired, not leaked).
@@ -152,6 +153,16 @@ static void trim(owner_t *o) {
 
 /* ---- 1 ---- */
 
+static void *free_owner_blocks(void *arg) {
+    owner_t *o = arg;
+    for (size_t i = 0; i < o->n; i++) {
+        CHECK(intact(o->blocks[i], o->sizes[i], i * 2654435761u + 1));
+        free(o->blocks[i]);
+        o->blocks[i] = NULL;
+    }
+    return NULL;
+}
+
 static void test_rescue(void) {
     owner_t o;
     pthread_t t = owner_start(&o, N1);
@@ -164,12 +175,12 @@ static void test_rescue(void) {
     CHECK_MSG(high > base + 60 * MB, "allocation did not raise RSS (%zu -> %zu KB)", base >> 10,
               high >> 10);
     size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
-    for (size_t i = 0; i < o.n; i++) {
-        CHECK(intact(o.blocks[i], o.sizes[i], i * 2654435761u + 1));
-        free(o.blocks[i]); /* remote frees; then no allocator call from main */
-        o.blocks[i] = NULL;
-    }
-    malloc_trim(0); /* main's own batches and caches; does not rescue the owner's pages */
+    /* Another thread frees everything and exits (which pushes its batches);
+     * from here on neither thread calls the allocator: only the hand-overs
+     * tell the helper (no malloc_trim, whose pass would look by itself). */
+    pthread_t freer;
+    CHECK(pthread_create(&freer, NULL, free_owner_blocks, &o) == 0);
+    CHECK(pthread_join(freer, NULL) == 0);
     size_t limit = base + 20 * MB;
     double t0 = now_s(), took = -1;
     while (now_s() - t0 < 20.0) {

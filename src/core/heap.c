@@ -208,7 +208,6 @@ void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg) {
 
 /* Full pages of idle heaps (rescue.c), under the pool lock; not the
  * calling thread's own heap. Returns when the next look is due. */
-TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now);
 uint64_t _ts_heaps_rescue(uint64_t now) {
     if (!_ts_option(TS_OPT_RESCUE)) return UINT64_MAX;
     ts_heap_t *self = _ts_tls_heap;

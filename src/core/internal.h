@@ -379,7 +379,7 @@ struct ts_heap {
     /* rescue.c's own, under the pool lock: */
     uint32_t rescue_seen_slow;          /* slow_count at the last look */
     uint8_t rescue_armed;               /* blocks were waiting in `delayed` at the last look */
-    uint8_t rescue_backoff;             /* looks in a row that rescued nothing: wait 2^n delays */
+    uint8_t rescue_backoff;             /* looks in a row that rescued nothing: wait 2^n periods */
     uint64_t rescue_at;                 /* no look before this (ns) */
     uint64_t maint_at;                  /* next idle-page check (ns) */
     ts_segment_t *segments;             /* every segment this heap owns */
@@ -530,6 +530,7 @@ TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
 /* rescue.c: give back full pages of idle heaps whose blocks other threads
  * freed; returns when the next look is due. */
 TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
+TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, pool lock held */
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);

@@ -535,12 +535,7 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
         if (page) break;
         if (!adopted) return NULL; /* the OS said no */
     }
-    ts_block_t *block = page->free;
-    page->free = block->next;
-    *ts_mark_word(block) = 0;
-    if (!page->is_head) page->used++;
-    heap->alloc_class[cls]++;
-    return block;
+    return ts_queue_pop(heap, cls); /* `page`, first in its queue, has a block */
 }
 
 /* Idle-page collection (heap.c calls it about every purge delay): retire

@@ -86,12 +86,8 @@ static uint32_t rescue_heap(ts_heap_t *heap) {
             r.count++;
             r.tail = b;
             ts_block_t *next = b->next;
-            if (!next || ts_segment_of(next) != ts_segment_of(b)) {
-                list = next;
-                break;
-            }
             ts_page_t *np = NULL;
-            (void)_ts_locate(next, &np);
+            if (next) (void)_ts_locate(next, &np);
             if (np != r.page) {
                 list = next;
                 break;
@@ -135,13 +131,13 @@ static uint32_t rescue_heap(ts_heap_t *heap) {
     return rescued;
 }
 
-/* One heap, under the pool lock; returns when to look at it again. Only a
+/* One heap, under the pool lock (heap.c's _ts_heaps_rescue walks them);
+ * returns when to look at it again. Only a
  * heap seen idle for a purge delay: malloc_trim(), which forces the other
  * purges, does not rescue pages whose owner may be about to reuse them.
  * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
  * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
  * idle process whose idle thread keeps some blocks out sleeps. */
-TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now);
 uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
     if (heap->state != TS_HEAP_ACTIVE ||
         !atomic_load_explicit(&heap->delayed, memory_order_relaxed)) {

@@ -219,21 +219,27 @@ static bool second_half_fresh(const ts_segment_t *seg, unsigned i) {
 
 /* ---- purging pages (segment lock held) ------------------------------------- */
 
-/* Give back the pages in `mask` (free and dirty), one call per run of
- * neighbouring pages. */
-static void purge_pages(ts_segment_t *seg, uint64_t mask) {
-    unsigned split = 0;
-    for (uint64_t m = mask; m; m &= m - 1)
-        split |= 1u << page_half(seg, (unsigned)__builtin_ctzll(m));
-    split &= seg->huge_halves;
+/* Before a purge inside the halves in `halves` (bit h: half h): withdraw
+ * their huge-page request, else khugepaged may fill the purged holes back
+ * in; such a half is not asked again. Segment lock held. */
+static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
+    halves &= seg->huge_halves;
     for (unsigned h = 0; h < 2; h++) {
-        if (!(split & (1u << h))) continue;
-        /* Else khugepaged may fill the purged holes back in. */
+        if (!(halves & (1u << h))) continue;
         _ts_os_huge_pages((char *)seg + h * TS_HALF_SIZE, TS_HALF_SIZE, false);
         atomic_fetch_add(&_ts_stats.huge_splits, 1);
     }
-    seg->huge_halves &= (uint8_t)~split;
-    seg->huge_split |= (uint8_t)split;
+    seg->huge_halves &= (uint8_t)~halves;
+    seg->huge_split |= (uint8_t)halves;
+}
+
+/* Give back the pages in `mask` (free and dirty), one call per run of
+ * neighbouring pages. */
+static void purge_pages(ts_segment_t *seg, uint64_t mask) {
+    unsigned halves = 0;
+    for (uint64_t m = mask; m; m &= m - 1)
+        halves |= 1u << page_half(seg, (unsigned)__builtin_ctzll(m));
+    huge_halves_split(seg, halves);
     size_t total = 0;
     while (mask) {
         unsigned first = (unsigned)__builtin_ctzll(mask), last = first;
@@ -257,14 +263,8 @@ static void purge_pages(ts_segment_t *seg, uint64_t mask) {
 
 bool _ts_segment_purge_in_use(ts_page_t *page) {
     ts_segment_t *seg = ts_segment_of(page);
-    unsigned half = 1u << page_half(seg, page->index);
     ts_spin_lock(&seg->lock);
-    if (seg->huge_halves & half) { /* as purge_pages: else khugepaged fills it back in */
-        _ts_os_huge_pages((char *)seg + (half >> 1) * TS_HALF_SIZE, TS_HALF_SIZE, false);
-        atomic_fetch_add(&_ts_stats.huge_splits, 1);
-        seg->huge_halves &= (uint8_t)~half;
-        seg->huge_split |= (uint8_t)half;
-    }
+    huge_halves_split(seg, 1u << page_half(seg, page->index));
     bool purged = _ts_os_purge((void *)page->base, page->area);
     if (purged) page->touched = 0;
     ts_spin_unlock(&seg->lock);

@@ -1,5 +1,5 @@
 /* Allocation beyond the fast path (fastpath.h): first use by a thread, empty
- * free lists, sizes above 64 KiB, aligned requests, large blocks, and threads
+ * free lists, sizes above 512 KiB, aligned requests, large blocks, and threads
  * whose heap is gone.
  *
  * Invariants: every failure returns NULL with errno = ENOMEM and leaves the
@@ -59,14 +59,10 @@ void *_ts_alloc_aligned(size_t size, size_t align, bool zero) {
     return p;
 }
 
-void *_ts_malloc_generic(ts_heap_t *heap, size_t size) {
+void *_ts_malloc_generic(size_t size, ts_heap_t *heap) {
     if (ts_likely(heap->state == TS_HEAP_ACTIVE)) {
-        /* A block ready on the first page of the class: what big classes
-         * (the inline path stops at 64 KiB) usually find. Smaller sizes get
-         * here with their head's list empty, so the pop finds nothing. */
-        void *p =
-            ts_likely(size <= TS_CLASS_MAX_SIZE) ? ts_queue_pop(heap, ts_class_of(size)) : NULL;
-        if (!p) p = _ts_heap_alloc(heap, size, 0, false);
+        /* Sizes of a class get here with their head's list empty. */
+        void *p = _ts_heap_alloc(heap, size, 0, false);
         ts_purge_safe_point();
         return p;
     }

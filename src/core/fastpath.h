@@ -7,7 +7,9 @@
  * - malloc up to 1 KiB: 17 instructions: read the TLS heap, index its direct
  *   table by (size+15)/16 to the head page of the class, pop the page's free
  *   list, clear the block's free mark (internal.h), prefetch the next block,
- *   count. Up to 64 KiB: 4 more to find the class. One unlikely branch to
+ *   count. Up to 64 KiB: 4 more to find the class. Up to 512 KiB (big
+ *   pages, which are never heads): 8 more, for the class (a 16 KiB-step
+ *   table) and for counting `used`. One unlikely branch to
  *   _ts_malloc_generic (empty list, larger sizes, the first call of a
  *   thread).
  * - free by the owning thread: 42 instructions: prove the pointer is ours
@@ -61,8 +63,18 @@ TS_INLINE void *ts_core_malloc_inline(size_t size) {
             heap->alloc_class[cls]++;
             return ts_pop(page, block);
         }
+    } else if (size <= TS_CLASS_MAX_SIZE) {
+        /* Big classes: their pages are never heads, so malloc counts `used`. */
+        unsigned cls = _ts_class_by_16k[(size - 1) >> 14];
+        ts_page_t *page = heap->head[cls];
+        ts_block_t *block = page->free;
+        if (ts_likely(block != NULL)) {
+            page->used++;
+            heap->alloc_class[cls]++;
+            return ts_pop(page, block);
+        }
     }
-    return _ts_malloc_generic(heap, size);
+    return _ts_malloc_generic(size, heap);
 }
 
 TS_INLINE void ts_core_free_inline(void *p) {

@@ -119,6 +119,9 @@ TS_HIDDEN extern ts_class_info_t _ts_classes[TS_CLASS_COUNT];
  * (class boundaries there are multiples of 256). */
 #define TS_CLASS_BY_256_MAX TS_LIST_MAX_SIZE
 TS_HIDDEN extern uint8_t _ts_class_by_256[TS_CLASS_BY_256_MAX / 256];
+/* Big classes, above 64 KiB: class = _ts_class_by_16k[(size - 1) >> 14] (their
+ * boundaries are multiples of 16 KiB). */
+TS_HIDDEN extern uint8_t _ts_class_by_16k[TS_CLASS_MAX_SIZE >> 14];
 TS_HIDDEN void _ts_sizeclass_init(void);
 /* The smallest class >= size whose block size is a multiple of align (a power
  * of two, 16 < align <= 64 KiB), or TS_CLASS_COUNT when none. */
@@ -511,7 +514,7 @@ TS_HIDDEN int _ts_locate(const void *p, ts_page_t **page);
 TS_HIDDEN size_t _ts_usable_checked(const void *p, const char *func);
 
 /* alloc.c */
-TS_HIDDEN TS_NOINLINE void *_ts_malloc_generic(ts_heap_t *heap, size_t size);
+TS_HIDDEN TS_NOINLINE void *_ts_malloc_generic(size_t size, ts_heap_t *heap);
 TS_HIDDEN void *_ts_alloc_aligned(size_t size, size_t align, bool zero);
 TS_HIDDEN void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero);
 

@@ -17,6 +17,7 @@
 
 ts_class_info_t _ts_classes[TS_CLASS_COUNT];
 uint8_t _ts_class_by_256[TS_CLASS_BY_256_MAX / 256];
+uint8_t _ts_class_by_16k[TS_CLASS_MAX_SIZE >> 14];
 
 _Static_assert(TS_LIST_CLASS_LAST + 1 < TS_CLASS_COUNT, "big classes follow the list classes");
 
@@ -50,6 +51,8 @@ void _ts_sizeclass_init(void) {
     }
     for (size_t i = TS_DIRECT_MAX / 256; i < TS_CLASS_BY_256_MAX / 256; i++)
         _ts_class_by_256[i] = (uint8_t)ts_class_of(i * 256 + 256);
+    for (size_t i = TS_CLASS_BY_256_MAX >> 14; i < (TS_CLASS_MAX_SIZE >> 14); i++)
+        _ts_class_by_16k[i] = (uint8_t)ts_class_of((i + 1) << 14);
     /* Direct slot i serves sizes 16*(i-1)+1 .. 16*i (slot 0: size 0). */
     for (unsigned slot = 0; slot < TS_DIRECT_SLOTS; slot++) {
         unsigned c = ts_class_of((size_t)slot * 16);

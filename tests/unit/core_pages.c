@@ -849,6 +849,35 @@ static void *linger_in_use(void *arg) {
     return NULL;
 }
 
+/* Big classes on malloc's inline path: the class's head is the first page of
+ * its queue, malloc counts `used` exactly there, and the lingering page that
+ * a free empties again stays only within the bound of page_emptied: once
+ * more than TS_EMPTY_BIG_EXTRA_BYTES of it was carved, with another page
+ * kept in a slot, it is retired. */
+static void *big_inline(void *arg) {
+    (void)arg;
+    ts_heap_t *heap = trimmed_heap();
+    free(malloc(100000)); /* lingers first... */
+    ts_page_t *a = heap->big_linger;
+    free(malloc(300000)); /* ...then goes to a slot when this one lingers */
+    ts_page_t *b = heap->big_linger;
+    CHECK(a && b && a != b && heap->empty_big[0] == a);
+    unsigned cls = b->cls;
+    void *p[5];
+    for (int i = 0; i < 5; i++) {
+        p[i] = malloc(300000);
+        CHECK(page_of(p[i]) == b);
+        CHECK_EQ(b->used, (uint32_t)i + 1);
+        CHECK(heap->head[cls] == heap->queue[cls].first);
+    }
+    CHECK((size_t)b->touched > TS_EMPTY_BIG_EXTRA_BYTES);
+    for (int i = 0; i < 5; i++) free(p[i]);
+    CHECK_MSG(!big_kept(b), "a lingering page carved past the bound was kept beside a slot's");
+    CHECK(heap->head[cls] == (heap->queue[cls].first ? heap->queue[cls].first : &_ts_page_empty));
+    malloc_trim(0);
+    return NULL;
+}
+
 /* A big page that empties behind another in its queue is not kept. */
 static void *behind(void *arg) {
     (void)arg;
@@ -904,6 +933,7 @@ int main(void) {
     run(two_whole);
     run(loop_counts);
     run(linger_in_use);
+    run(big_inline);
     run(behind);
     test_full_list();
     run(aligned);

@@ -86,6 +86,8 @@ static void test_pages(void) {
 static void test_class_table(void) {
     for (size_t size = TS_DIRECT_MAX + 1; size <= TS_CLASS_BY_256_MAX; size++)
         CHECK_MSG(_ts_class_by_256[(size - 1) >> 8] == ts_class_of(size), "size %zu", size);
+    for (size_t size = TS_CLASS_BY_256_MAX + 1; size <= TS_CLASS_MAX_SIZE; size++)
+        CHECK_MSG(_ts_class_by_16k[(size - 1) >> 14] == ts_class_of(size), "size %zu", size);
 }
 
 static void test_direct(void) {

@@ -110,7 +110,8 @@ TS_INLINE void ts_core_free_inline(void *p) {
         *ts_mark_word(block) = mark;
         page->free = block;
         page->used = used;
-        if (ts_unlikely(used == 0)) _ts_page_empty_at_free(heap, page);
+        if (ts_unlikely(used == 0) && !ts_page_lingers_again(heap, page))
+            _ts_page_empty_at_free(heap, page);
         return;
     }
     /* Another thread's block (or our full page). A batch already open for

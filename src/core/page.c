@@ -483,12 +483,17 @@ void _ts_page_uncache(ts_heap_t *heap) {
     while (heap->empty_big[0]) page_release(heap, empty_big_take(heap, 0));
 }
 
-/* A page that is not a head emptied at a free: keep it (the lingering big
- * page) or retire it. Kept pages are the empty lingering one and those in the
- * slots. A page beside others kept must have little of it touched since its
- * last purge (in any class): an idle thread then keeps at most one big page's
- * worth resident plus TS_EMPTY_BIG_EXTRA_BYTES for each other. */
-static TS_NOINLINE void page_emptied(ts_heap_t *heap, ts_page_t *page) {
+/* used == 0 on the free fast path (which keeps the lingering page that
+ * empties again itself: ts_page_lingers_again). Kept pages are the empty
+ * lingering one and those in the slots. A page beside others kept must have
+ * little of it touched since its last purge (in any class): an idle thread
+ * then keeps at most one big page's worth resident plus
+ * TS_EMPTY_BIG_EXTRA_BYTES for each other. */
+void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
+    if (page->is_head) { /* 2^31 frees since it became head: not exact, not empty */
+        page->used = TS_HEAD_USED_BIAS;
+        return;
+    }
     ts_page_t *lingering = linger_empty(heap);
     if (lingering == page) lingering = NULL;
     bool keep = page->block_size > TS_MEDIUM_PAGE_MAX && heap->queue[page->cls].first == page &&
@@ -503,21 +508,6 @@ static TS_NOINLINE void page_emptied(ts_heap_t *heap, ts_page_t *page) {
      * lingered before goes to a slot. */
     if (lingering) page_cache(heap, lingering);
     heap->big_linger = page;
-}
-
-/* used == 0 on the free fast path. Its two common cases return before
- * page_emptied's frame is set up. */
-void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page) {
-    if (page->is_head) { /* 2^31 frees since it became head: not exact, not empty */
-        page->used = TS_HEAD_USED_BIAS;
-        return;
-    }
-    /* The lingering page emptied again, still first and within page_emptied's
-     * bound: it stays as it is (one big block malloc'ed and freed in a loop). */
-    if (page == heap->big_linger && heap->queue[page->cls].first == page &&
-        (!heap->empty_big[0] || page->touched <= TS_EMPTY_BIG_EXTRA_BYTES))
-        return;
-    page_emptied(heap, page);
 }
 
 /* Allocations of a class by this heap so far (fast path and slow path). */

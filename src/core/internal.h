@@ -491,7 +491,7 @@ TS_HIDDEN void _ts_queue_push_back(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_uncache(ts_heap_t *heap);
 TS_HIDDEN TS_NOINLINE void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
 /* The lingering big page emptied again, still first in its queue and within
- * the bound of page.c's page_emptied: it stays as it is (one big block
+ * the bound of _ts_page_empty_at_free: it stays as it is (one big block
  * malloc'ed and freed in a loop), with no call. */
 TS_INLINE bool ts_page_lingers_again(const ts_heap_t *heap, const ts_page_t *page) {
     return page == heap->big_linger && heap->queue[page->cls].first == page &&

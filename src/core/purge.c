@@ -9,10 +9,13 @@
  * TS_PURGE_THREAD_MIN_BYTES (a single-threaded program with a small heap
  * stays single-threaded: unshare(CLONE_NEWUSER) and setns() refuse
  * multithreaded callers; its purging runs on allocation slow paths). It is
- * created from _ts_purge_safe_point(), which the slow
+ * created from _ts_purge_safe_point(), which the allocation slow
  * paths call after they have released every lock (pthread_create allocates
  * through malloc), and only after the library's constructor ran (libc is then
- * fully up). It blocks every signal, sleeps until the earliest deadline,
+ * fully up). Never from free (glibc frees under its stack-cache lock, which
+ * pthread_create takes): a request made by a free waits for the next
+ * allocation slow path, and a process that from then on allocates only from
+ * warm free lists keeps that memory meanwhile (docs/core.md, Limits). It blocks every signal, sleeps until the earliest deadline,
  * purges what expired (free pages of every segment, cached segments, cached
  * large regions), gives back pages of exited threads whose blocks were freed
  * since, and with nothing to do sleeps without a deadline until a free gives

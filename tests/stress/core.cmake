@@ -22,6 +22,14 @@ if(TARGET tsalloc-tsalloc-static)
           ENV TSALLOC_HUGE_PAGES=1 TSALLOC_PURGE_DELAY_MS=1)
   target_compile_definitions(core_stress_huge PRIVATE CORE_STRESS_INTERNAL)
 
+  # Big pages' invariants after every operation, as they are and with purging
+  # at once and no helper thread.
+  ts_test(core_bigpages SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_bigpages.c
+          LIBS tsalloc-tsalloc-static ARGS 15000 1 TIMEOUT 120)
+  ts_test(core_bigpages_nodelay SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_bigpages.c
+          LIBS tsalloc-tsalloc-static ARGS 10000 2 TIMEOUT 120
+          ENV TSALLOC_PURGE_DELAY_MS=0 TSALLOC_PURGE_THREAD=0 TSALLOC_SEGMENT_CACHE=0)
+
   # malloc_trim beside the helper's reclaim of abandoned segments.
   ts_test(core_trim SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_trim.c
           LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_PURGE_DELAY_MS=0)

@@ -874,6 +874,17 @@ static void *big_inline(void *arg) {
     for (int i = 0; i < 5; i++) free(p[i]);
     CHECK_MSG(!big_kept(b), "a lingering page carved past the bound was kept beside a slot's");
     CHECK(heap->head[cls] == (heap->queue[cls].first ? heap->queue[cls].first : &_ts_page_empty));
+    /* The inline path's class at each 16 KiB step, with a block ready in the
+     * class just above (where a step's size would land if the table were off
+     * by one). */
+    for (size_t n = TS_CLASS_BY_256_MAX + 16384; n < TS_CLASS_MAX_SIZE; n += 16384) {
+        void *above = malloc(n + 1), *ready = malloc(n + 1);
+        free(ready);
+        void *q = malloc(n);
+        CHECK_MSG(malloc_usable_size(q) == _ts_classes[ts_class_of(n)].size, "malloc(%zu)", n);
+        free(q);
+        free(above);
+    }
     malloc_trim(0);
     return NULL;
 }

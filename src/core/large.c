@@ -20,7 +20,14 @@
  *   mapped there later overwrites it), so free of a pointer near freed large
  *   blocks still ends in a table lookup and an invalid-pointer report.
  * - Table stripes and the cache lock are leaves: no other lock is taken while
- *   one is held, and nothing that may allocate is called.
+ *   one is held, and nothing that may allocate is called; except that a move
+ *   in _ts_large_realloc holds two stripes, the one at the lower address
+ *   taken first (as the fork handler takes them all).
+ * - A cached region lies within one of our mappings (its `origin`): mremap
+ *   moves or grows only a range within one kernel VMA, and a region joined
+ *   across two mappings could be two (the kernel merges neighbouring VMAs
+ *   only sometimes), so every realloc of a block carved from it failed its
+ *   mremap; with the old handling of failed moves that was also a race.
  */
 #include "core/internal.h"
 
@@ -36,8 +43,9 @@
 #define CALLOC_PROBE_MIN ((size_t)1 << 20)
 
 typedef struct large_entry {
-    uintptr_t ptr; /* 0: empty slot */
-    size_t size;   /* mapping size (page multiple) */
+    uintptr_t ptr;   /* 0: empty slot */
+    size_t size;     /* mapping size (page multiple) */
+    uint64_t origin; /* the mapping it lies in (see lcache_entry_t) */
 } large_entry_t;
 
 /* Each stripe starts with a table in the library's data (no mmap, so the
@@ -65,6 +73,10 @@ typedef struct lcache_entry {
     /* The OS refused to purge it (e.g. locked by mlockall): it is unmapped
      * after the purge delay instead of purged again and again. */
     bool stuck;
+    /* Which of our mappings it lies in (a number from new_origin). Only
+     * pieces of one mapping are joined: a region across two mappings may be
+     * two kernel VMAs, which mremap refuses to move or grow as one. */
+    uint64_t origin;
 } lcache_entry_t;
 
 static pthread_mutex_t lcache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,6 +85,13 @@ static unsigned lcache_n;
 static size_t lcache_dirty;              /* sum of the entries' dirty bytes */
 static uintptr_t freed_ring[FREED_RING]; /* recent frees, to name double frees */
 static unsigned freed_pos;
+static _Atomic uint64_t origin_seq;
+
+/* A number for a mapping just made (mmap, or mremap moving pages to a new
+ * place): never reused, unlike addresses. */
+static uint64_t new_origin(void) {
+    return atomic_fetch_add_explicit(&origin_seq, 1, memory_order_relaxed) + 1;
+}
 
 /* ---- the table ---------------------------------------------------------------- */
 
@@ -111,13 +130,14 @@ static bool table_grow(stripe_t *s) {
 }
 
 /* False only when the table is full and cannot grow (the OS refused). */
-static bool table_insert(stripe_t *s, uintptr_t ptr, size_t size) {
+static bool table_insert(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin) {
     if ((s->count + 1) * 2 > s->cap) table_grow(s);
     if (s->count + 1 >= s->cap) return false;
     size_t i = mix(ptr) & (s->cap - 1);
     while (s->slots[i].ptr) i = (i + 1) & (s->cap - 1);
     s->slots[i].ptr = ptr;
     s->slots[i].size = size;
+    s->slots[i].origin = origin;
     s->count++;
     return true;
 }
@@ -143,6 +163,7 @@ static void table_remove(stripe_t *s, large_entry_t *e) {
     }
     s->slots[i].ptr = 0;
     s->slots[i].size = 0;
+    s->slots[i].origin = 0;
     s->count--;
 }
 
@@ -175,13 +196,14 @@ static void lcache_remove_at(unsigned i) {
     lcache[i] = lcache[--lcache_n];
 }
 
-static void lcache_add(uintptr_t base, size_t size, size_t dirty, uint64_t when) {
+static void lcache_add(uintptr_t base, size_t size, size_t dirty, uint64_t when, uint64_t origin) {
     lcache_entry_t *e = &lcache[lcache_n++];
     e->base = base;
     e->size = size;
     e->dirty = dirty;
     e->freed_at = when;
     e->zero = e->stuck = false;
+    e->origin = origin;
     lcache_dirty += dirty;
     atomic_fetch_add(&_ts_stats.large_cached_count, 1);
     atomic_fetch_add(&_ts_stats.large_cached_bytes, size);
@@ -200,9 +222,9 @@ static void purge_entry(lcache_entry_t *e) {
     e->dirty = 0;
 }
 
-/* Keep a freed region for reuse, joined with cached neighbours, or give it
- * back at once when the cache cannot hold it. */
-static void lcache_put(uintptr_t base, size_t size) {
+/* Keep a freed region for reuse, joined with cached neighbours of the same
+ * mapping, or give it back at once when the cache cannot hold it. */
+static void lcache_put(uintptr_t base, size_t size, uint64_t origin) {
     size_t limit = (size_t)_ts_option(TS_OPT_LARGE_CACHE_MB) << 20;
     atomic_fetch_add(&_ts_stats.dirty, size);
     if (size > limit) {
@@ -216,7 +238,7 @@ static void lcache_put(uintptr_t base, size_t size) {
     size_t dirty = size;
     for (unsigned i = 0; i < lcache_n;) { /* neighbours: one region again */
         lcache_entry_t *e = &lcache[i];
-        if (e->base + e->size == base || base + size == e->base) {
+        if (e->origin == origin && (e->base + e->size == base || base + size == e->base)) {
             if (e->base < base) base = e->base;
             size += e->size;
             dirty += e->dirty;
@@ -232,7 +254,7 @@ static void lcache_put(uintptr_t base, size_t size) {
         evict = lcache[old];
         lcache_remove_at(old);
     }
-    lcache_add(base, size, dirty, now);
+    lcache_add(base, size, dirty, now, origin);
     while (lcache_dirty > limit) { /* over budget: purge the oldest resident ones */
         int old = -1;
         for (unsigned i = 0; i < lcache_n; i++)
@@ -379,6 +401,7 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
     if (align < OS_PAGE) align = OS_PAGE;
     uintptr_t p = 0;
     size_t stale = 0; /* leading bytes that may hold old data */
+    uint64_t origin = 0;
     lcache_entry_t e;
     if (lcache_take(need, align, &e)) {
         atomic_fetch_add(&_ts_stats.large_cache_hits, 1);
@@ -389,12 +412,14 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
             p = e.base;
             need = e.size;
             stale = e.zero ? 0 : need;
+            origin = e.origin;
         } else {
             void *q = _ts_os_remap((void *)e.base, e.size, need, true);
             if (q) {
                 _ts_stat_commit(need - e.size);
                 p = (uintptr_t)q;
                 stale = e.zero ? 0 : e.size; /* the grown part is fresh */
+                origin = p == e.base ? e.origin : new_origin();
             } else { /* could not grow (e.g. it spans two mappings): map afresh */
                 _ts_stat_decommit(e.size);
                 atomic_fetch_add(&_ts_stats.unmapped, e.size);
@@ -410,17 +435,18 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
             return NULL;
         }
         p = (uintptr_t)q;
+        origin = new_origin();
         _ts_stat_commit(need);
         _ts_purge_schedule(); /* see segment_map_new */
     }
     mark_large(p, need);
     stripe_t *s = stripe_of(p);
     pthread_mutex_lock(&s->lock);
-    bool ok = table_insert(s, p, need);
+    bool ok = table_insert(s, p, need, origin);
     pthread_mutex_unlock(&s->lock);
     if (!ok) { /* the OS refused a bigger table: the region waits in the cache */
         _ts_verbose(1, "no table slot for a large block of %zu bytes", need);
-        lcache_put(p, need);
+        lcache_put(p, need, origin);
         errno = ENOMEM;
         return NULL;
     }
@@ -450,11 +476,12 @@ void _ts_large_free(void *p, const char *func) {
         not_large(p, func);
     }
     size_t size = e->size;
+    uint64_t origin = e->origin;
     table_remove(s, e);
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_sub(&_ts_stats.large_count, 1);
     atomic_fetch_sub(&_ts_stats.large_bytes, size);
-    lcache_put((uintptr_t)p, size);
+    lcache_put((uintptr_t)p, size, origin);
 }
 
 size_t _ts_large_usable(const void *p, const char *func) {
@@ -506,24 +533,28 @@ void *_ts_large_realloc(void *p, size_t size) {
         mark_large((uintptr_t)d, need);
         stripe_t *t = stripe_of((uintptr_t)d);
         pthread_mutex_lock(&t->lock);
-        bool ok = table_insert(t, (uintptr_t)d, need);
+        bool ok = table_insert(t, (uintptr_t)d, need, new_origin());
         pthread_mutex_unlock(&t->lock);
         if (!ok) {
             _ts_os_unmap(d, need);
             errno = ENOMEM;
             return NULL;
         }
-        /* p's range is free once the pages move: its entry leaves in the
-         * same critical section, before another thread can be given that
-         * range and enter it in this stripe. */
-        pthread_mutex_lock(&s->lock);
+        /* Both stripes are held while the pages move, so that the entry of a
+         * range that may have become free leaves before another thread can
+         * map that range and enter it: p's once the pages moved, d's once a
+         * move failed (the kernel may have unmapped d; os.h). */
+        stripe_t *lo = s < t ? s : t, *hi = s < t ? t : s;
+        pthread_mutex_lock(&lo->lock);
+        if (hi != lo) pthread_mutex_lock(&hi->lock);
         q = _ts_os_remap_to(p, old, need, d);
-        if (q) table_remove(s, table_find(s, (uintptr_t)p));
-        pthread_mutex_unlock(&s->lock);
-        if (!q) {
-            pthread_mutex_lock(&t->lock);
+        if (q)
+            table_remove(s, table_find(s, (uintptr_t)p));
+        else
             table_remove(t, table_find(t, (uintptr_t)d));
-            pthread_mutex_unlock(&t->lock); /* d is released (os.h) */
+        if (hi != lo) pthread_mutex_unlock(&hi->lock);
+        pthread_mutex_unlock(&lo->lock);
+        if (!q) {
             errno = ENOMEM;
             return NULL;
         }

@@ -18,7 +18,6 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -171,27 +170,6 @@ void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move) 
     return p;
 }
 
-/* Does a failed MREMAP_FIXED leave the target mapped? Linux before 6.17
- * unmaps the target first and checks the source after, so on those kernels
- * the range may already be another thread's mapping when mremap returns. */
-static bool failed_move_keeps_target(void) {
-    static _Atomic int known; /* 0: not yet, 1: no, 2: yes */
-    int k = atomic_load_explicit(&known, memory_order_relaxed);
-    if (!k) {
-        struct utsname u;
-        unsigned major = 0, minor = 0;
-        if (uname(&u) == 0) {
-            const char *r = u.release;
-            while (*r >= '0' && *r <= '9') major = major * 10 + (unsigned)(*r++ - '0');
-            if (*r == '.') r++;
-            while (*r >= '0' && *r <= '9') minor = minor * 10 + (unsigned)(*r++ - '0');
-        }
-        k = major > 6 || (major == 6 && minor >= 17) ? 2 : 1;
-        atomic_store_explicit(&known, k, memory_order_relaxed);
-    }
-    return k == 2;
-}
-
 void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target) {
     if (should_fail(TS_OS_FAIL_REMAP)) {
         munmap(target, new_size); /* as a failed move leaves it */
@@ -200,10 +178,10 @@ void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target
     }
     void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
     if (p == MAP_FAILED) {
-        /* Release the target, unless the kernel may have done so already:
-         * then leaving it is safe (at worst untouched address space leaks),
-         * unmapping is not. */
-        if (failed_move_keeps_target()) munmap(target, new_size);
+        /* The target is left as the kernel left it (os.h). Unmapping it here
+         * after the kernel had done so, once another thread got the range,
+         * took that thread's memory: found in review, a large block with a
+         * hole in it, under realloc from several threads. */
         errno = ENOMEM;
         return NULL;
     }

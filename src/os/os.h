@@ -39,9 +39,11 @@ TS_HIDDEN void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool 
 /* Move a mapping onto [target, target + new_size), replacing whatever is
  * mapped there (MREMAP_FIXED): lets a design keep its alignment while the
  * kernel moves the pages instead of copying them. NULL with ENOMEM on
- * failure: the old mapping is then untouched, and the target released; the
- * caller must not unmap it (kernels before 6.17 unmap it themselves before
- * failing, and another thread may have mapped the range since). */
+ * failure: the old mapping is then untouched, and the target is given up:
+ * the kernel may have unmapped it before failing (kernels before 6.17
+ * always do), and then another thread may have mapped the range since, so
+ * neither this function nor the caller may unmap it. Where the kernel left
+ * it mapped, that untouched range stays mapped (address space, no memory). */
 TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target);
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */

@@ -134,7 +134,7 @@ static ts_bins_mapped_t *move_block(ts_bins_mapped_t *m, size_t new_size) {
     /* Unregister first: once moved, the old range may become another region. */
     _ts_bins_registry_remove((uintptr_t)m);
     if (!_ts_os_remap_to(m->map_base, m->map_size, new_size, base)) {
-        _ts_bins_registry_add((uintptr_t)m); /* base is released (os.h) */
+        _ts_bins_registry_add((uintptr_t)m); /* base is given up (os.h) */
         return NULL;
     }
     ts_bins_mapped_t *moved = (ts_bins_mapped_t *)(base + lead);

@@ -15,9 +15,10 @@
  * fully up). Never from free (glibc frees under its stack-cache lock, which
  * pthread_create takes): a request made by a free waits for the next
  * allocation slow path, and a process that from then on allocates only from
- * warm free lists keeps that memory meanwhile (docs/core.md, Limits). It blocks every signal, sleeps until the earliest deadline,
- * purges what expired (free pages of every segment, cached segments, cached
- * large regions), gives back pages of exited threads whose blocks were freed
+ * warm free lists keeps that memory meanwhile (docs/core.md, Limits). It
+ * blocks every signal, sleeps until the earliest deadline, purges what
+ * expired (free pages of every segment, cached segments, cached large
+ * regions), gives back pages of exited threads whose blocks were freed
  * since, and with nothing to do sleeps without a deadline until a free gives
  * it work (it stays for the life of the process, unless main calls
  * pthread_exit: see purge_main). With

@@ -19,15 +19,15 @@
  *   the block is handed out; the mark stays after unmapping (a segment
  *   mapped there later overwrites it), so free of a pointer near freed large
  *   blocks still ends in a table lookup and an invalid-pointer report.
- * - Table stripes and the cache lock are leaves: no other lock is taken while
- *   one is held, and nothing that may allocate is called; except that a move
- *   in _ts_large_realloc holds two stripes, the one at the lower address
- *   taken first (as the fork handler takes them all).
+ * - Lock order: move_lock, then one table stripe at a time or the cache lock
+ *   (the fork handler: move_lock, every stripe in order, the cache lock).
+ *   Stripes and the cache lock are leaves otherwise, and nothing that may
+ *   allocate is called under any of them.
  * - A cached region lies within one of our mappings (its `origin`): mremap
  *   moves or grows only a range within one kernel VMA, and a region joined
  *   across two mappings could be two (the kernel merges neighbouring VMAs
  *   only sometimes), so every realloc of a block carved from it failed its
- *   mremap; with the old handling of failed moves that was also a race.
+ *   mremap and copied.
  */
 #include "core/internal.h"
 
@@ -80,6 +80,8 @@ typedef struct lcache_entry {
 } lcache_entry_t;
 
 static pthread_mutex_t lcache_lock = PTHREAD_MUTEX_INITIALIZER;
+/* One move at a time (move_block): then each stripe's spare slot is enough. */
+static pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER;
 static lcache_entry_t lcache[LCACHE_SLOTS];
 static unsigned lcache_n;
 static size_t lcache_dirty;              /* sum of the entries' dirty bytes */
@@ -129,17 +131,29 @@ static bool table_grow(stripe_t *s) {
     return true;
 }
 
-/* False only when the table is full and cannot grow (the OS refused). */
-static bool table_insert(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin) {
-    if ((s->count + 1) * 2 > s->cap) table_grow(s);
-    if (s->count + 1 >= s->cap) return false;
+static void table_put(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin) {
     size_t i = mix(ptr) & (s->cap - 1);
     while (s->slots[i].ptr) i = (i + 1) & (s->cap - 1);
     s->slots[i].ptr = ptr;
     s->slots[i].size = size;
     s->slots[i].origin = origin;
     s->count++;
+}
+
+/* A stripe keeps one slot empty (its probe runs end) and one spare for the
+ * block a move is about to enter (move_block). False only when the table is
+ * that full and cannot grow (the OS refused). */
+static bool table_insert(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin) {
+    if ((s->count + 1) * 2 > s->cap) table_grow(s);
+    if (s->count + 3 > s->cap) return false;
+    table_put(s, ptr, size, origin);
     return true;
+}
+
+/* The stripe has its spare slot, growing it if need be (a move used it). */
+static bool table_spare_ready(stripe_t *s) {
+    if (s->count + 2 > s->cap) table_grow(s);
+    return s->count + 2 <= s->cap;
 }
 
 static large_entry_t *table_find(stripe_t *s, uintptr_t ptr) {
@@ -494,6 +508,47 @@ size_t _ts_large_usable(const void *p, const char *func) {
     return size;
 }
 
+/* Move live block p (its entry says `old` bytes) to where the kernel finds
+ * room for `need` bytes, with mremap: the kernel picks the place, so a
+ * refusal changes nothing (MREMAP_FIXED onto a mapping made first, as
+ * before, may leave that mapping unmapped or not when it fails, depending on
+ * the kernel and the reason: see os.h). No step may fail once the pages have
+ * moved, so the table slot for the new address is made sure of first: every
+ * stripe keeps a spare one, and moves take turns. p's entry leaves under its
+ * stripe's lock before p's range (free once the pages moved) can be entered
+ * by another thread; the new range is ours alone until this returns. NULL
+ * when the OS refuses or a stripe has no spare slot and cannot grow. */
+static void *move_block(void *p, size_t need) {
+    pthread_mutex_lock(&move_lock);
+    bool ready = true;
+    for (unsigned i = 0; i < STRIPES && ready; i++) {
+        pthread_mutex_lock(&stripes[i].lock);
+        ready = table_spare_ready(&stripes[i]);
+        pthread_mutex_unlock(&stripes[i].lock);
+    }
+    void *q = NULL;
+    if (ready) {
+        stripe_t *s = stripe_of((uintptr_t)p);
+        pthread_mutex_lock(&s->lock);
+        large_entry_t *e = table_find(s, (uintptr_t)p);
+        q = _ts_os_remap(p, e->size, need, true);
+        if (q == p)
+            e->size = need; /* room after it after all: grown in place */
+        else if (q)
+            table_remove(s, e);
+        pthread_mutex_unlock(&s->lock);
+        if (q) mark_large((uintptr_t)q, need);
+        if (q && q != p) {
+            stripe_t *t = stripe_of((uintptr_t)q);
+            pthread_mutex_lock(&t->lock);
+            table_put(t, (uintptr_t)q, need, new_origin());
+            pthread_mutex_unlock(&t->lock);
+        }
+    }
+    pthread_mutex_unlock(&move_lock);
+    return q;
+}
+
 /* Resize in place or move with mremap. NULL with errno = ENOMEM when the OS
  * refuses (p is then intact: the caller may still allocate, copy and free). */
 void *_ts_large_realloc(void *p, size_t size) {
@@ -522,38 +577,7 @@ void *_ts_large_realloc(void *p, size_t size) {
         pthread_mutex_unlock(&s->lock);
     } else {
         pthread_mutex_unlock(&s->lock);
-        /* Moving: the destination is mapped and entered in the table before
-         * the pages move onto it, so that a refusal at any step (the OS, a
-         * full table) leaves p as it was and realloc returns NULL. */
-        void *d = _ts_os_map(need);
-        if (!d) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        mark_large((uintptr_t)d, need);
-        stripe_t *t = stripe_of((uintptr_t)d);
-        pthread_mutex_lock(&t->lock);
-        bool ok = table_insert(t, (uintptr_t)d, need, new_origin());
-        pthread_mutex_unlock(&t->lock);
-        if (!ok) {
-            _ts_os_unmap(d, need);
-            errno = ENOMEM;
-            return NULL;
-        }
-        /* Both stripes are held while the pages move, so that the entry of a
-         * range that may have become free leaves before another thread can
-         * map that range and enter it: p's once the pages moved, d's once a
-         * move failed (the kernel may have unmapped d; os.h). */
-        stripe_t *lo = s < t ? s : t, *hi = s < t ? t : s;
-        pthread_mutex_lock(&lo->lock);
-        if (hi != lo) pthread_mutex_lock(&hi->lock);
-        q = _ts_os_remap_to(p, old, need, d);
-        if (q)
-            table_remove(s, table_find(s, (uintptr_t)p));
-        else
-            table_remove(t, table_find(t, (uintptr_t)d));
-        if (hi != lo) pthread_mutex_unlock(&hi->lock);
-        pthread_mutex_unlock(&lo->lock);
+        q = move_block(p, need);
         if (!q) {
             errno = ENOMEM;
             return NULL;
@@ -571,6 +595,7 @@ void *_ts_large_realloc(void *p, size_t size) {
 /* ---- fork --------------------------------------------------------------------------- */
 
 void _ts_large_atfork_prepare(void) {
+    pthread_mutex_lock(&move_lock);
     for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
     pthread_mutex_lock(&lcache_lock);
 }
@@ -578,9 +603,11 @@ void _ts_large_atfork_prepare(void) {
 void _ts_large_atfork_parent(void) {
     pthread_mutex_unlock(&lcache_lock);
     for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_unlock(&stripes[i].lock);
+    pthread_mutex_unlock(&move_lock);
 }
 
 void _ts_large_atfork_child(void) {
+    pthread_mutex_init(&move_lock, NULL);
     pthread_mutex_init(&lcache_lock, NULL);
     for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_init(&stripes[i].lock, NULL);
 }

@@ -4,15 +4,17 @@
  *
  * The cache keeps up to LCACHE_SLOTS freed regions, at most
  * TSALLOC_LARGE_CACHE_MB of them resident. A freed region joins cached
- * neighbours; a request takes the start of the smallest region that fits
+ * neighbours of the same mapping; a request takes the start of the smallest
+ * region that fits
  * (the rest stays cached), or grows the largest smaller one with mremap.
  * Either way the pages it holds need no page faults, which is what makes
  * programs that allocate and free 5-25 MB blocks in a loop cheap. Cached
  * regions are purged (MADV_DONTNEED) after the purge delay, and unmapped after
  * ten times that (at least a second). realloc of a large block is one mremap
- * in place; failing that, the pages move with mremap onto a fresh mapping
- * that is already in the table, so no step can fail after the data moved
- * (large blocks need no alignment beyond the OS page, unlike segments).
+ * in place; failing that, the pages move with mremap to wherever the kernel
+ * finds room (large blocks need no alignment beyond the OS page, unlike
+ * segments), with the table slot for the new address made sure of first, so
+ * no step can fail after the data moved (move_block).
  *
  * Invariants:
  * - Every chunk a large block touches has _ts_segmap == TS_MAP_LARGE before

@@ -30,6 +30,11 @@ if(TARGET tsalloc-tsalloc-static)
           LIBS tsalloc-tsalloc-static ARGS 10000 2 TIMEOUT 120
           ENV TSALLOC_PURGE_DELAY_MS=0 TSALLOC_PURGE_THREAD=0 TSALLOC_SEGMENT_CACHE=0)
 
+  # Large blocks from several threads, every mapping call checked against the
+  # blocks held live.
+  ts_test(core_large_stress SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_large_stress.c
+          LIBS tsalloc-tsalloc-static ARGS 4 3000 TIMEOUT 120)
+
   # malloc_trim beside the helper's reclaim of abandoned segments.
   ts_test(core_trim SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_trim.c
           LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_PURGE_DELAY_MS=0)

@@ -58,10 +58,7 @@ void *_ts_core_realloc(void *p, size_t size) {
         old = _ts_large_usable(p, "realloc");
         break;
     default:
-        if (ts_page_state(page) != TS_PAGE_IN_USE || !ts_page_block_ok(page, (uintptr_t)p))
-            _ts_invalid_pointer("realloc", p);
-        if (ts_block_marked(page, p)) _ts_double_free("realloc", p); /* freed */
-        old = page->block_size;
+        old = _ts_block_usable(page, p, "realloc");
         if (size <= old && (size >= old / 2 || old <= 64)) return p;
         break;
     }

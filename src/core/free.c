@@ -29,6 +29,15 @@ int _ts_locate(const void *p, ts_page_t **page) {
     return TS_PTR_BLOCK;
 }
 
+size_t _ts_block_usable(const ts_page_t *page, const void *p, const char *func) {
+    if (ts_page_state(page) != TS_PAGE_IN_USE || !ts_page_block_ok(page, (uintptr_t)p))
+        _ts_invalid_pointer(func, p);
+    if (ts_block_marked(page, (void *)p) ||
+        atomic_load_explicit(&page->rescued, memory_order_relaxed))
+        _ts_double_free(func, p); /* freed already (a rescued page's blocks all are) */
+    return page->block_size;
+}
+
 size_t _ts_usable_checked(const void *p, const char *func) {
     ts_page_t *page = NULL;
     switch (_ts_locate(p, &page)) {
@@ -37,14 +46,8 @@ size_t _ts_usable_checked(const void *p, const char *func) {
     case TS_PTR_LARGE:
         return _ts_large_usable(p, func);
     default:
-        break;
+        return _ts_block_usable(page, p, func);
     }
-    if (ts_page_state(page) != TS_PAGE_IN_USE || !ts_page_block_ok(page, (uintptr_t)p))
-        _ts_invalid_pointer(func, p);
-    if (ts_block_marked(page, (void *)p) ||
-        atomic_load_explicit(&page->rescued, memory_order_relaxed))
-        _ts_double_free(func, p); /* freed already (a rescued page's blocks all are) */
-    return page->block_size;
 }
 
 /* ---- handing blocks back to their page ---------------------------------------------- */
@@ -236,16 +239,15 @@ static TS_NORETURN void bad_free(ts_page_t *page, uintptr_t u) {
 void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     uintptr_t u = (uintptr_t)block;
     /* Acquire: a page the purge thread rescued (rescue.c) shows it. */
-    if (atomic_load_explicit(&page->owner, memory_order_acquire) ==
-        ((uintptr_t)heap | TS_OWNER_FULL)) {
-        if (page->cached || atomic_load_explicit(&page->rescued, memory_order_relaxed))
-            _ts_double_free("free", block); /* every block of it is free */
+    uintptr_t owner = atomic_load_explicit(&page->owner, memory_order_acquire);
+    if (atomic_load_explicit(&page->rescued, memory_order_relaxed))
+        _ts_double_free("free", block); /* every block of it is free */
+    if (owner == ((uintptr_t)heap | TS_OWNER_FULL)) {
+        if (page->cached) _ts_double_free("free", block); /* every block of it is free */
         _ts_page_unfull(heap, page);
         _ts_page_push_local(heap, page, block);
     } else {
         if (ts_page_state(page) != TS_PAGE_IN_USE) bad_free(page, u);
-        if (atomic_load_explicit(&page->rescued, memory_order_relaxed))
-            _ts_double_free("free", block); /* every block of it is free */
         free_remote(heap, page, block);
     }
 }

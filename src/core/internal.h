@@ -519,6 +519,10 @@ TS_HIDDEN void _ts_process_delayed(ts_heap_t *heap);
 enum { TS_PTR_FOREIGN = 0, TS_PTR_LARGE, TS_PTR_BLOCK };
 TS_HIDDEN int _ts_locate(const void *p, ts_page_t **page);
 TS_HIDDEN size_t _ts_usable_checked(const void *p, const char *func);
+/* The usable size of block p of `page`, after the checks free makes: not a
+ * block the page handed out aborts as an invalid pointer, a free one (its
+ * mark, or its page rescued) as a double free, naming `func`. */
+TS_HIDDEN size_t _ts_block_usable(const ts_page_t *page, const void *p, const char *func);
 
 /* alloc.c */
 TS_HIDDEN TS_NOINLINE void *_ts_malloc_generic(size_t size, ts_heap_t *heap);

@@ -40,8 +40,10 @@ TS_HIDDEN void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool 
  * mapped there (MREMAP_FIXED): lets a design keep its alignment while the
  * kernel moves the pages instead of copying them. NULL with ENOMEM on
  * failure: the old mapping is then untouched, and the target is given up:
- * the kernel may have unmapped it before failing (kernels before 6.17
- * always do), and then another thread may have mapped the range since, so
+ * the kernel may have unmapped it before failing (mainline's mremap_to
+ * unmaps the target before it checks the source; this machine's 6.18
+ * kernel kept it for a source across two VMAs), and then another thread
+ * may have mapped the range since, so
  * neither this function nor the caller may unmap it. Where the kernel left
  * it mapped, that untouched range stays mapped (address space, no memory). */
 TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target);

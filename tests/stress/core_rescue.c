@@ -284,24 +284,27 @@ static void *fill_one_page(void *arg) {
     blocks[64] = malloc(1024);                             /* the next page: the first is full */
     return NULL;
 }
-/* blocks[66]: the barrier; blocks[67]: nonzero when the owner double-frees. */
+/* blocks[66]: the barrier; blocks[67]: (void *)1 when the owner double-frees. */
 static void *owner_fill_then_wait(void *arg) {
     void **blocks = arg;
     fill_one_page(blocks);
     pthread_barrier_t *b = (pthread_barrier_t *)blocks[66];
     pthread_barrier_wait(b); /* filled */
     pthread_barrier_wait(b); /* main freed the page's blocks and it was rescued */
-    if (blocks[67]) free(blocks[5]);
+    if (blocks[67] == (void *)1) free(blocks[5]);
     pthread_barrier_wait(b);
     return NULL;
 }
-static void double_free_into_rescued(void *by_owner) {
+/* how: NULL, another thread frees a block of the rescued page; (void *)1,
+ * its owner does; (void *)2, another thread reallocs it within its class
+ * (which would otherwise keep it in place). */
+static void double_free_into_rescued(void *how) {
     CHECK(ts_option_set("purge_delay_ms", 600000));
     void *blocks[68];
     pthread_barrier_t b;
     pthread_barrier_init(&b, NULL, 2);
     blocks[66] = &b;
-    blocks[67] = by_owner;
+    blocks[67] = how;
     pthread_t t;
     CHECK(pthread_create(&t, NULL, owner_fill_then_wait, blocks) == 0);
     pthread_barrier_wait(&b);
@@ -311,7 +314,8 @@ static void double_free_into_rescued(void *by_owner) {
     rescue_passes();
     CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "the full page was not rescued");
     pthread_barrier_wait(&b);
-    if (!by_owner) free(blocks[5]); /* every block of that page is free already */
+    if (!how) free(blocks[5]); /* every block of that page is free already */
+    if (how == (void *)2) (void)!realloc(blocks[5], 1000);
     pthread_barrier_wait(&b);
 }
 
@@ -585,6 +589,8 @@ int main(void) {
     CHECK(ts_expect_abort(double_free_into_rescued, NULL, "tsalloc: free(): double free of 0x"));
     CHECK(ts_expect_abort(double_free_into_rescued, (void *)1,
                           "tsalloc: free(): double free of 0x")); /* by the owner */
+    CHECK(ts_expect_abort(double_free_into_rescued, (void *)2,
+                          "tsalloc: realloc(): double free of 0x"));
     test_unfull_race();
     test_parking();
     test_stress();

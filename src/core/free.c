@@ -92,6 +92,9 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
      * the page claimed (FULL | HEAD): that look may miss this push. */
     ts_heap_t *full_owner =
         owner_word & TS_OWNER_FULL ? (ts_heap_t *)(owner_word & ~TS_OWNER_FLAGS) : NULL;
+    /* Big enough for the purge thread to give its inside back should the
+     * owner stay idle (sweep.c). */
+    bool sweepable = page->block_size >= TS_SWEEP_MIN_BLOCK;
     uint32_t near_all = atomic_load_explicit(&page->carved, memory_order_relaxed);
     near_all = near_all > page->rbatch_max ? near_all - page->rbatch_max : 0;
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
@@ -116,6 +119,8 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
     }
     /* The page may be reclaimed from here on: only the word replaced counts. */
     if (w & TS_TF_DETACHED) _ts_abandoned_note_free();
+    if (sweepable && !atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed))
+        _ts_sweep_request();
     /* A full page has all its blocks back but at most one hand-over batch:
      * with its owner idle, the purge thread may rescue it now (rescue.c). */
     if (full_owner && ts_unlikely(ts_tf_count(w) + count >= near_all)) rescue_wake(full_owner);

@@ -222,6 +222,15 @@ uint64_t _ts_heaps_rescue(uint64_t now) {
     return next;
 }
 
+/* Free blocks of idle heaps (sweep.c), under the pool lock. */
+uint64_t _ts_heaps_sweep(uint64_t now) {
+    if (!_ts_option(TS_OPT_RESCUE)) return UINT64_MAX;
+    pthread_mutex_lock(&pool_lock);
+    uint64_t next = _ts_sweep_pass(heaps_all, _ts_tls_heap, now);
+    pthread_mutex_unlock(&pool_lock);
+    return next;
+}
+
 /* ---- periodic work on the allocation slow path ------------------------------------ */
 
 void _ts_heap_collect(ts_heap_t *heap, bool force) {

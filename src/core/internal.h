@@ -207,6 +207,10 @@ typedef struct ts_page {
     /* Bytes from base that may be resident: raised by the owner as it carves
      * (whatever the class), cleared by a purge (under the segment lock). */
     uint32_t touched;
+    /* sweep.c's own (pool lock): thread_free as its last sweep left it, and
+     * the owner's slow_count then; both unchanged means nothing new. */
+    uint64_t swept_tf;
+    uint32_t swept_slow;
     /* Read-mostly: set when the page is (re)initialised or grows; remote
      * freers read it to validate pointers without disturbing the owner. */
     _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */
@@ -380,14 +384,18 @@ struct ts_heap {
      * retires them at its next collection. */
     _Atomic uint32_t rescued;
     /* rescue.c's own, under the pool lock: */
-    uint32_t rescue_seen_slow;          /* slow_count at the last look */
-    uint8_t rescue_armed;               /* blocks were waiting in `delayed` at the last look */
-    uint8_t rescue_backoff;             /* looks in a row that rescued nothing: wait 2^n periods */
-    uint64_t rescue_at;                 /* no look before this (ns) */
-    uint64_t maint_at;                  /* next idle-page check (ns) */
-    ts_segment_t *segments;             /* every segment this heap owns */
-    ts_segment_t *avail[TS_KIND_COUNT]; /* owned segments with a free page */
-    ts_segment_t *spare;                /* one wholly free segment kept for reuse */
+    uint32_t rescue_seen_slow; /* slow_count at the last look */
+    uint8_t rescue_armed;      /* blocks were waiting in `delayed` at the last look */
+    uint8_t rescue_backoff;    /* looks in a row that rescued nothing: wait 2^n periods */
+    uint64_t rescue_at;        /* no look before this (ns) */
+    /* sweep.c's own, under the pool lock: */
+    uint32_t sweep_seen_slow;                  /* slow_count at the last sweep pass */
+    uint8_t sweep_armed;                       /* sweep_seen_slow is set */
+    uint8_t sweep_idle;                        /* no slow path between the last two passes */
+    uint64_t maint_at;                         /* next idle-page check (ns) */
+    ts_segment_t *segments;                    /* every segment this heap owns */
+    ts_segment_t *avail[TS_KIND_COUNT];        /* owned segments with a free page */
+    ts_segment_t *spare;                       /* one wholly free segment kept for reuse */
     ts_page_t *empty_big[TS_EMPTY_BIG_KEEP];   /* empty big pages kept, oldest first (page.c) */
     uint8_t empty_big_seen[TS_EMPTY_BIG_KEEP]; /* it was there at the last collection */
     ts_page_t *big_linger; /* the big page last emptied by a free, left first in its queue
@@ -545,6 +553,18 @@ TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
  * freed; returns when the next look is due. */
 TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
 TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, pool lock held */
+
+/* sweep.c: purge the insides of big free blocks that other threads gave back
+ * to pages of idle heaps (blocks of at least TS_SWEEP_MIN_BLOCK bytes). */
+#define TS_SWEEP_MIN_BLOCK ((uint32_t)8192)
+enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1 };
+TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
+TS_HIDDEN void _ts_sweep_request(void);
+TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* heap.c: takes the pool lock */
+TS_HIDDEN uint64_t _ts_sweep_pass(ts_heap_t *heaps, const ts_heap_t *self, uint64_t now);
+TS_HIDDEN unsigned _ts_segments_sweep(void); /* segment.c: registry walk */
+TS_HIDDEN unsigned _ts_sweep_page(ts_page_t *page);
+TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page); /* segment.c */
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
@@ -611,6 +631,8 @@ typedef struct ts_gstats {
     _Atomic size_t adopted;
     _Atomic size_t reclaimed_pages; /* pages of dead threads given back by the purge thread */
     _Atomic size_t rescued_pages;   /* full pages of idle threads purged by it (rescue.c) */
+    _Atomic size_t swept_bytes;     /* insides of free blocks purged by it (sweep.c) */
+    _Atomic size_t swept_blocks;
     _Atomic size_t purge_runs;
     _Atomic size_t huge_halves; /* 2 MiB halves asked for huge pages, cumulative */
     _Atomic size_t huge_splits; /* of them, split by a purge since */

@@ -26,7 +26,8 @@
  *
  * Invariants:
  * - Only the owner thread touches free, used, the queues; other threads only
- *   push onto thread_free (free.c).
+ *   push onto thread_free (free.c), and the purge thread may borrow its list
+ *   for a moment (sweep.c): a list seen there may be gone when taken.
  * - A page is retired only at used == 0 (never while it is installed) and
  *   never while a remote freer is between NOTIFYING and NORMAL.
  * - heap->big_linger is NULL or a page in one of the heap's queues: every
@@ -229,7 +230,7 @@ static bool page_extend(ts_page_t *page) {
  * empty when this is called, or the page is about to be retired). A head's
  * used is settled from the list when it stops being head. No walk to count
  * them: the count travels in the word. */
-static void page_take_remote(ts_page_t *page) {
+static bool page_take_remote(ts_page_t *page) {
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&page->thread_free, &w,
                                                   ts_tf_make(NULL, 0, ts_tf_state(w)),
@@ -242,15 +243,17 @@ static void page_take_remote(ts_page_t *page) {
      * thread, and one tight walk over them (which the hardware prefetcher
      * follows) costs less than one miss in each of the next mallocs. */
     for (int i = 0; list && i < 64; i++) list = *(ts_block_t *volatile *)&list->next;
+    return page->free != NULL;
 }
 
 /* Find blocks for an empty free list: other threads' frees first, then
- * fresh blocks. (The owner's own frees go straight back to the free list.) */
+ * fresh blocks. (The owner's own frees go straight back to the free list.)
+ * The list seen may be gone when taken: the purge thread borrows it for a
+ * moment (sweep.c). */
 static bool page_refill(ts_page_t *page) {
-    if (ts_tf_ptr(atomic_load_explicit(&page->thread_free, memory_order_relaxed))) {
-        page_take_remote(page);
+    if (ts_tf_ptr(atomic_load_explicit(&page->thread_free, memory_order_relaxed)) &&
+        page_take_remote(page))
         return true;
-    }
     return page_extend(page);
 }
 
@@ -272,8 +275,8 @@ static bool page_to_full(ts_heap_t *heap, ts_page_t *page) {
     for (;;) {
         uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
         if (ts_tf_ptr(w)) {
-            page_take_remote(page);
-            return false;
+            if (page_take_remote(page)) return false;
+            continue; /* borrowed meanwhile (sweep.c): look again */
         }
         unsigned st = ts_tf_state(w);
         if (st == TS_TF_NOTIFY) break;

@@ -54,6 +54,8 @@ uint64_t _ts_purge_run(uint64_t now, bool force) {
     uint64_t next = _ts_abandoned_reclaim(now, force);
     uint64_t rescue = _ts_heaps_rescue(now);
     next = rescue < next ? rescue : next;
+    uint64_t sweep = _ts_heaps_sweep(now);
+    next = sweep < next ? sweep : next;
     uint64_t segments = _ts_segments_purge(now, force);
     uint64_t large = _ts_large_purge(now, force);
     next = segments < next ? segments : next;

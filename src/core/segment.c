@@ -317,6 +317,35 @@ uint64_t _ts_segments_purge(uint64_t now, bool force) {
     return next;
 }
 
+/* The purge thread's sweep (sweep.c): pages of medium and big segments with
+ * blocks large enough to be worth it. Racy reads of the layout only choose
+ * which pages to offer: _ts_sweep_page decides by CAS on thread_free. */
+TS_RACY_READER unsigned _ts_segments_sweep(void) {
+    unsigned found = TS_SWEEP_NOTHING;
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
+        if (seg->kind != TS_KIND_MEDIUM && seg->kind != TS_KIND_BIG) continue;
+        unsigned count = seg->page_count < TS_MAX_PAGES ? seg->page_count : TS_MAX_PAGES;
+        for (unsigned i = 0; i < count; i++) {
+            ts_page_t *page = &seg->pages[i];
+            if (ts_page_state(page) != TS_PAGE_IN_USE || page->block_size < TS_SWEEP_MIN_BLOCK)
+                continue;
+            found |= _ts_sweep_page(page);
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
+
+/* Before the sweep purges inside a page in use: its half no longer asks for
+ * huge pages (see purge_pages). */
+void _ts_segment_sweep_prepare(ts_page_t *page) {
+    ts_segment_t *seg = ts_segment_of(page);
+    ts_spin_lock(&seg->lock);
+    huge_halves_split(seg, 1u << page_half(seg, page->index));
+    ts_spin_unlock(&seg->lock);
+}
+
 /* ---- formatting ----------------------------------------------------------------- */
 
 /* Lay out a wholly free segment for pages of `kind` (owner only). */
@@ -598,8 +627,12 @@ static void heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
         page->next = page->prev = NULL;
         atomic_fetch_and_explicit(&page->thread_free, ~TS_TF_DETACHED, memory_order_relaxed);
         atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
+        /* Emptied by CAS: from the owner store on, the purge thread may
+         * borrow the list for a moment (sweep.c), and must not find it gone. */
         uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
-        if (ts_tf_count(w) == page->used)
+        if (ts_tf_count(w) == page->used &&
+            atomic_compare_exchange_strong_explicit(&page->thread_free, &w, 0, memory_order_acquire,
+                                                    memory_order_relaxed))
             empty |= (uint64_t)1 << i;
         else
             _ts_queue_push_back(heap, page);
@@ -613,7 +646,6 @@ static void heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
         unsigned i = (unsigned)__builtin_ctzll(empty);
         empty &= empty - 1;
         ts_page_t *page = &seg->pages[i];
-        atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
         page->free = NULL;
         page->used = 0;
         atomic_store_explicit(&page->owner, 0, memory_order_relaxed);

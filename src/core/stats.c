@@ -166,6 +166,8 @@ static void print_text(out_t *o) {
          "rescued from idle ones: %zu\n",
          atomic_load(&g->pages[0]), atomic_load(&g->pages[1]), atomic_load(&g->pages[2]),
          atomic_load(&g->reclaimed_pages), atomic_load(&g->rescued_pages));
+    outf(o, "             swept: %zu B inside %zu free blocks of idle threads\n",
+         atomic_load(&g->swept_bytes), atomic_load(&g->swept_blocks));
     outf(o,
          "  large      %zu live (%zu B), %lu allocated; cache: %zu regions (%zu B), %zu hits, %zu "
          "remaps\n",
@@ -207,9 +209,10 @@ static void print_json(out_t *o) {
          atomic_load(&g->segments_abandoned), atomic_load(&g->adopted));
     outf(o,
          " \"pages\": {\"small\": %zu, \"medium\": %zu, \"big\": %zu, \"reclaimed\": %zu, "
-         "\"rescued\": %zu},\n",
+         "\"rescued\": %zu, \"swept_bytes\": %zu, \"swept_blocks\": %zu},\n",
          atomic_load(&g->pages[0]), atomic_load(&g->pages[1]), atomic_load(&g->pages[2]),
-         atomic_load(&g->reclaimed_pages), atomic_load(&g->rescued_pages));
+         atomic_load(&g->reclaimed_pages), atomic_load(&g->rescued_pages),
+         atomic_load(&g->swept_bytes), atomic_load(&g->swept_blocks));
     outf(o,
          " \"large\": {\"live\": %zu, \"live_bytes\": %zu, \"allocated\": %lu, "
          "\"cached\": %zu, \"cached_bytes\": %zu, \"cache_hits\": %zu, \"remaps\": %zu},\n",

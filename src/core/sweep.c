@@ -1,0 +1,154 @@
+/* Sweep: the purge thread gives back the insides of big free blocks that
+ * other threads freed to the pages of an idle thread.
+ *
+ * Why: only the owner takes blocks back into its pages (its fast paths use no
+ * atomics), so the blocks other threads free wait in the page's thread_free
+ * list until the owner's slow path takes them. An owner that stops
+ * allocating (a producer in pthread_join, a thread pool worker waiting for
+ * work) would keep them resident for as long as it waits: hundreds of MiB in
+ * a review program (docs/core.md). rescue.c gives back full pages whose
+ * blocks all came back; this gives back the rest, block by block.
+ *
+ * How: a heap is idle when its slow path did not run between two passes (a
+ * purge delay apart, at least 10 ms). For each page of an idle heap with
+ * blocks of at least TS_SWEEP_MIN_BLOCK bytes waiting in thread_free, the
+ * pass takes the whole list with one CAS (the page cannot be retired while
+ * the blocks are out of it: `used` counts them), purges each block's memory
+ * except the first OS page (which holds its link and its free mark, so a
+ * double free is still caught), and pushes the list back as a remote freer
+ * would. The owner then finds the blocks as before; they read as zeros
+ * beyond their first 4 KiB, which costs a page fault at their next use.
+ *
+ * Invariants:
+ * - The blocks taken are out of every list while the pass holds them: the
+ *   owner's paths that take thread_free cope with finding it empty (page.c:
+ *   page_refill, page_to_full; heap_adopt and _ts_pages_collect recheck).
+ * - Only pages whose owner heap is ACTIVE and idle, with thread_free NORMAL
+ *   and not DETACHED: under the pool lock no heap is abandoned meanwhile, and
+ *   under the registry lock no segment is unmapped.
+ * - A page's swept_tf and swept_slow are the pass's own (pool lock): equal to
+ *   the page's thread_free word and its owner's slow_count, nothing came
+ *   since the last sweep and the page is skipped.
+ *
+ * When: a remote push of a block of a sweepable size sets _ts_sweep_wanted
+ * (and wakes the helper) when it was clear; a pass a period later sweeps
+ * what is idle, and comes back a period later while pages wait whose owner
+ * was busy, or while pushes go on. Otherwise the pass sleeps: an idle
+ * process does no periodic work.
+ *
+ * Lock order: pool lock, then the registry lock, then a segment spinlock
+ * (internal.h).
+ */
+#include "core/internal.h"
+
+#define SWEEP_OS_PAGE    ((uintptr_t)4096)
+#define SWEEP_PERIOD_MIN ((uint64_t)10000000) /* ns */
+#define SWEEP_TAKE_AGAIN 4                    /* arrivals taken along before pushing back */
+
+_Atomic int _ts_sweep_wanted;
+static uint64_t sweep_at = UINT64_MAX; /* the next pass (pool lock); MAX: none */
+
+/* A push of a sweepable block (free.c): the first since the last pass asks
+ * for one. */
+void _ts_sweep_request(void) {
+    if (!atomic_exchange_explicit(&_ts_sweep_wanted, 1, memory_order_relaxed)) _ts_purge_schedule();
+}
+
+/* Purge the blocks of a chain held by the pass beyond their first OS page;
+ * returns its last block. */
+static ts_block_t *purge_chain(ts_block_t *b, uint32_t block_size) {
+    size_t bytes = 0, blocks = 0;
+    ts_block_t *last = b;
+    for (; b; b = b->next) {
+        uintptr_t lo = ts_align_up((uintptr_t)b + 2 * sizeof(void *), SWEEP_OS_PAGE);
+        uintptr_t hi = ((uintptr_t)b + block_size) & ~(SWEEP_OS_PAGE - 1);
+        if (hi > lo && _ts_os_purge((void *)lo, hi - lo)) {
+            bytes += hi - lo;
+            blocks++;
+        }
+        last = b;
+    }
+    atomic_fetch_add_explicit(&_ts_stats.swept_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_ts_stats.swept_blocks, blocks, memory_order_relaxed);
+    return last;
+}
+
+/* One page of a registered segment (registry lock and pool lock held).
+ * Returns TS_SWEEP_PENDING when blocks wait whose owner was busy. */
+unsigned _ts_sweep_page(ts_page_t *page) {
+    ts_heap_t *heap = (ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
+    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
+    if (!heap || !ts_tf_ptr(w) || ts_tf_state(w) != TS_TF_NORMAL || (w & TS_TF_DETACHED))
+        return TS_SWEEP_NOTHING;
+    if (!heap->sweep_idle) return TS_SWEEP_PENDING;
+    uint32_t slow = heap->sweep_seen_slow;
+    if (w == page->swept_tf && slow == page->swept_slow) return TS_SWEEP_NOTHING;
+    if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &w,
+                                                 ts_tf_make(NULL, 0, TS_TF_NORMAL),
+                                                 memory_order_acquire, memory_order_relaxed))
+        return TS_SWEEP_PENDING; /* it changed: next time */
+    /* The blocks are ours: the page stays in use, its class as it is. */
+    uint32_t block_size = page->block_size;
+    _ts_segment_sweep_prepare(page);
+    ts_block_t *head = ts_tf_ptr(w);
+    ts_block_t *tail = purge_chain(head, block_size);
+    uint32_t count = ts_tf_count(w);
+    for (unsigned again = 0;; again++) {
+        uint64_t cur = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+        if (ts_tf_state(cur) != TS_TF_NORMAL || (cur & TS_TF_DETACHED)) break;
+        if (ts_tf_ptr(cur)) { /* blocks came meanwhile: take them too, so the list is all swept */
+            if (again == SWEEP_TAKE_AGAIN) break;
+            if (atomic_compare_exchange_strong_explicit(
+                    &page->thread_free, &cur, ts_tf_make(NULL, 0, TS_TF_NORMAL),
+                    memory_order_acquire, memory_order_relaxed)) {
+                ts_block_t *more = ts_tf_ptr(cur);
+                purge_chain(more, block_size)->next = head;
+                head = more;
+                count += ts_tf_count(cur);
+            }
+            continue;
+        }
+        uint64_t back = ts_tf_make(head, count, TS_TF_NORMAL);
+        tail->next = NULL;
+        page->swept_tf = back; /* before the push: after it the page may be retired */
+        page->swept_slow = slow;
+        if (atomic_compare_exchange_strong_explicit(&page->thread_free, &cur, back,
+                                                    memory_order_release, memory_order_relaxed))
+            return TS_SWEEP_NOTHING;
+    }
+    /* The page went to the full list meanwhile, or blocks keep coming: the
+     * remote freer's way (a hand-over, or onto the others). */
+    page->swept_tf = 0;
+    _ts_page_push_remote(page, head, tail, count);
+    return TS_SWEEP_NOTHING;
+}
+
+/* Called by heap.c with the pool lock held; returns when the next pass is
+ * due. */
+uint64_t _ts_sweep_pass(ts_heap_t *heaps, const ts_heap_t *self, uint64_t now) {
+    uint64_t delay = _ts_purge_delay_ns();
+    uint64_t period = delay > SWEEP_PERIOD_MIN ? delay : SWEEP_PERIOD_MIN;
+    bool due = sweep_at != UINT64_MAX && now >= sweep_at;
+    if (sweep_at == UINT64_MAX) {
+        if (!atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed)) return UINT64_MAX;
+        sweep_at = now + period; /* the owners get a period to take the blocks themselves */
+    } else if (!due) {
+        return sweep_at;
+    }
+    /* Idle: no slow path since the last look (which this one is, when not due). */
+    for (ts_heap_t *h = heaps; h; h = h->all_next) {
+        uint32_t slow = atomic_load_explicit(&h->slow_count, memory_order_relaxed);
+        h->sweep_idle =
+            h != self && h->state == TS_HEAP_ACTIVE && h->sweep_armed && slow == h->sweep_seen_slow;
+        h->sweep_seen_slow = slow;
+        h->sweep_armed = 1;
+    }
+    if (!due) return sweep_at;
+    atomic_store_explicit(&_ts_sweep_wanted, 0, memory_order_relaxed);
+    unsigned found = _ts_segments_sweep();
+    for (ts_heap_t *h = heaps; h; h = h->all_next) h->sweep_idle = 0;
+    bool again =
+        (found & TS_SWEEP_PENDING) || atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed);
+    sweep_at = again ? now + period : UINT64_MAX;
+    return sweep_at;
+}

@@ -555,8 +555,8 @@ TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
 TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, pool lock held */
 
 /* sweep.c: purge the insides of big free blocks that other threads gave back
- * to pages of idle heaps (blocks of at least TS_SWEEP_MIN_BLOCK bytes). */
-#define TS_SWEEP_MIN_BLOCK ((uint32_t)8192)
+ * to pages of idle heaps: the classes of medium and big pages (above 8 KiB). */
+#define TS_SWEEP_MIN_BLOCK ((uint32_t)TS_SMALL_PAGE_MAX + 1)
 enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1 };
 TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
 TS_HIDDEN void _ts_sweep_request(void);
@@ -564,7 +564,8 @@ TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* heap.c: takes the pool lock
 TS_HIDDEN uint64_t _ts_sweep_pass(ts_heap_t *heaps, const ts_heap_t *self, uint64_t now);
 TS_HIDDEN unsigned _ts_segments_sweep(void); /* segment.c: registry walk */
 TS_HIDDEN unsigned _ts_sweep_page(ts_page_t *page);
-TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page); /* segment.c */
+TS_HIDDEN void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count); /* rescue.c */
+TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page);                          /* segment.c */
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);

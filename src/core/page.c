@@ -581,11 +581,17 @@ void _ts_pages_collect(ts_heap_t *heap, bool force) {
                 continue;
             }
             if (page->is_head) head_release(heap, page); /* used is exact again; installed below */
-            uint32_t pending =
-                ts_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed));
-            if (page->used == pending) { /* every block handed out came back */
-                if (pending) page_take_remote(page);
-                if (page->used == 0) _ts_page_retire(heap, page); /* `next` stays queued */
+            /* Every block handed out came back: retire it. The list is taken
+             * by CAS on the word whose count was compared: the purge thread
+             * may borrow it meanwhile (sweep.c), and taking less would leave
+             * the page in use with its free list dropped. */
+            uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
+            if (page->used == ts_tf_count(w) &&
+                (!ts_tf_count(w) || atomic_compare_exchange_strong_explicit(
+                                        &page->thread_free, &w, ts_tf_make(NULL, 0, ts_tf_state(w)),
+                                        memory_order_acquire, memory_order_relaxed))) {
+                page->used = 0;
+                _ts_page_retire(heap, page); /* `next` stays queued */
             }
             page = next;
         }

@@ -54,12 +54,12 @@ void _ts_sweep_request(void) {
     if (!atomic_exchange_explicit(&_ts_sweep_wanted, 1, memory_order_relaxed)) _ts_purge_schedule();
 }
 
-/* Purge the blocks of a chain held by the pass beyond their first OS page;
- * returns its last block. */
-static ts_block_t *purge_chain(ts_block_t *b, uint32_t block_size) {
+/* Purge the first `count` blocks of a chain held by the pass beyond their
+ * first OS page; returns the last of them. */
+static ts_block_t *purge_chain(ts_block_t *b, uint32_t count, uint32_t block_size) {
     size_t bytes = 0, blocks = 0;
     ts_block_t *last = b;
-    for (; b; b = b->next) {
+    for (; b && count; b = b->next, count--) {
         uintptr_t lo = ts_align_up((uintptr_t)b + 2 * sizeof(void *), SWEEP_OS_PAGE);
         uintptr_t hi = ((uintptr_t)b + block_size) & ~(SWEEP_OS_PAGE - 1);
         if (hi > lo && _ts_os_purge((void *)lo, hi - lo)) {
@@ -71,6 +71,15 @@ static ts_block_t *purge_chain(ts_block_t *b, uint32_t block_size) {
     atomic_fetch_add_explicit(&_ts_stats.swept_bytes, bytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&_ts_stats.swept_blocks, blocks, memory_order_relaxed);
     return last;
+}
+
+/* Blocks of a page in its owner's full list that rescue.c took from the
+ * heap's `delayed` list and could not rescue (the page has blocks out): the
+ * same for them before they go back. */
+void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count) {
+    if (page->block_size < TS_SWEEP_MIN_BLOCK) return;
+    _ts_segment_sweep_prepare(page);
+    (void)purge_chain(head, count, page->block_size);
 }
 
 /* One page of a registered segment (registry lock and pool lock held).
@@ -91,34 +100,27 @@ unsigned _ts_sweep_page(ts_page_t *page) {
     uint32_t block_size = page->block_size;
     _ts_segment_sweep_prepare(page);
     ts_block_t *head = ts_tf_ptr(w);
-    ts_block_t *tail = purge_chain(head, block_size);
     uint32_t count = ts_tf_count(w);
-    for (unsigned again = 0;; again++) {
+    ts_block_t *tail = purge_chain(head, count, block_size);
+    /* Blocks that came meanwhile are taken along (a few times at most), so
+     * that the list pushed back is all swept. */
+    for (unsigned again = 0; again < SWEEP_TAKE_AGAIN; again++) {
         uint64_t cur = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
-        if (ts_tf_state(cur) != TS_TF_NORMAL || (cur & TS_TF_DETACHED)) break;
-        if (ts_tf_ptr(cur)) { /* blocks came meanwhile: take them too, so the list is all swept */
-            if (again == SWEEP_TAKE_AGAIN) break;
-            if (atomic_compare_exchange_strong_explicit(
-                    &page->thread_free, &cur, ts_tf_make(NULL, 0, TS_TF_NORMAL),
-                    memory_order_acquire, memory_order_relaxed)) {
-                ts_block_t *more = ts_tf_ptr(cur);
-                purge_chain(more, block_size)->next = head;
-                head = more;
-                count += ts_tf_count(cur);
-            }
+        if (!ts_tf_ptr(cur) || ts_tf_state(cur) != TS_TF_NORMAL || (cur & TS_TF_DETACHED)) break;
+        if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &cur,
+                                                     ts_tf_make(NULL, 0, TS_TF_NORMAL),
+                                                     memory_order_acquire, memory_order_relaxed))
             continue;
-        }
-        uint64_t back = ts_tf_make(head, count, TS_TF_NORMAL);
-        tail->next = NULL;
-        page->swept_tf = back; /* before the push: after it the page may be retired */
-        page->swept_slow = slow;
-        if (atomic_compare_exchange_strong_explicit(&page->thread_free, &cur, back,
-                                                    memory_order_release, memory_order_relaxed))
-            return TS_SWEEP_NOTHING;
+        ts_block_t *more = ts_tf_ptr(cur);
+        purge_chain(more, ts_tf_count(cur), block_size)->next = head;
+        head = more;
+        count += ts_tf_count(cur);
     }
-    /* The page went to the full list meanwhile, or blocks keep coming: the
-     * remote freer's way (a hand-over, or onto the others). */
-    page->swept_tf = 0;
+    /* Back as a remote freer would push them (the page may have gone to the
+     * full list meanwhile: a hand-over; a rescue parked on it is woken). The
+     * word this leaves, should nothing come before it: */
+    page->swept_tf = ts_tf_make(head, count, TS_TF_NORMAL);
+    page->swept_slow = slow; /* before the push: after it the page may be retired */
     _ts_page_push_remote(page, head, tail, count);
     return TS_SWEEP_NOTHING;
 }

@@ -2,7 +2,7 @@
 # which replaces malloc in the test program; core_stress also runs against
 # libtsalloc.so under LD_PRELOAD.
 if(TARGET tsalloc-tsalloc-static)
-  foreach(area threads fork rss prodcons exit rescue)
+  foreach(area threads fork rss prodcons exit rescue sweep)
     ts_test(core_${area} SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_${area}.c
             LIBS tsalloc-tsalloc-static TIMEOUT 90)
   endforeach()
@@ -21,6 +21,10 @@ if(TARGET tsalloc-tsalloc-static)
           LIBS tsalloc-tsalloc-static ARGS 3 3 12000 TIMEOUT 120
           ENV TSALLOC_HUGE_PAGES=1 TSALLOC_PURGE_DELAY_MS=1)
   target_compile_definitions(core_stress_huge PRIVATE CORE_STRESS_INTERNAL)
+
+  # The sweep's passes by hand, with no helper thread to run its own.
+  ts_test(core_sweep_driven SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_sweep.c
+          LIBS tsalloc-tsalloc-static ARGS driven TIMEOUT 60 ENV TSALLOC_PURGE_THREAD=0)
 
   # Big pages' invariants after every operation, as they are and with purging
   # at once and no helper thread.

@@ -43,6 +43,19 @@ if(TARGET tsd_core)
     add_test(NAME core_rescue_tsan COMMAND core_rescue_tsan)
     set_tests_properties(core_rescue_tsan PROPERTIES TIMEOUT 300
       ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
+    # The sweep's races (core_sweep.c): lists borrowed from pages whose
+    # owners wake, free into them and exit.
+    add_executable(core_sweep_tsan ${CMAKE_CURRENT_LIST_DIR}/core_sweep.c ${_core_srcs}
+                                   ${_platform_srcs})
+    target_include_directories(core_sweep_tsan PRIVATE ${TS_TEST_SUPPORT}
+                               ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+    target_compile_definitions(core_sweep_tsan PRIVATE SWEEP_TSAN)
+    target_compile_options(core_sweep_tsan PRIVATE ${_tsan_flags} ${TS_LIB_C_FLAGS})
+    target_link_options(core_sweep_tsan PRIVATE -fsanitize=thread)
+    target_link_libraries(core_sweep_tsan PRIVATE Threads::Threads)
+    add_test(NAME core_sweep_tsan COMMAND core_sweep_tsan)
+    set_tests_properties(core_sweep_tsan PROPERTIES TIMEOUT 300
+      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
   else()
     message(STATUS "ThreadSanitizer unavailable: core_tsan test skipped")
   endif()

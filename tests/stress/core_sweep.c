@@ -1,0 +1,465 @@
+/* Sweep of an idle thread's free blocks (src/core/sweep.c): big blocks that
+ * other threads free into the pages of a thread that makes no allocator call
+ * give their memory back (all but their first 4 KiB), while the pages stay
+ * in use, and nothing still in use is touched.
+ *
+ * 1. Passes by hand, without the helper thread (core_sweep_driven): an
+ *    owner fills medium and big pages; main keeps one block of each page (no
+ *    page can be rescued or retired) and frees the rest. With
+ *    TSALLOC_RESCUE=0 nothing is swept; with the owner idle every freed
+ *    block is swept (those handed over for full pages by rescue.c's pass),
+ *    and RSS falls by most of their size; a further pass sweeps nothing new;
+ *    after a new free into a swept page, a pass that follows a slow path of
+ *    the owner leaves it alone and the next sweeps the page again. The kept
+ *    blocks keep their contents, the owner reuses the swept blocks (every
+ *    byte writable, contents as written), and after its trim its pages in
+ *    use are back where they started (no page was lost).
+ * 2. The helper on its own (default purge delay): after the same frees RSS
+ *    falls without any further allocator call.
+ * 3. A double free of a swept block aborts with the usual message.
+ * 4. Stress: owners alternate bursts of allocation (8 KiB - 300 KiB and
+ *    small) with idle spells while freers free their blocks and a driver runs
+ *    due passes without pause; owners free some blocks themselves and exit
+ *    after a few bursts; every block's contents are checked before its free.
+ * core_sweep_tsan runs 4 under ThreadSanitizer (tsan.cmake).
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "tsalloc.h"
+
+#ifdef SWEEP_TSAN
+int _ts_core_trim(size_t pad);
+#define malloc(n)      ts_malloc(n)
+#define free(p)        ts_free(p)
+#define malloc_trim(p) _ts_core_trim(p)
+#endif
+
+#define MB ((size_t)1 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t pages_in_use(void) {
+    return atomic_load(&_ts_stats.pages[0]) + atomic_load(&_ts_stats.pages[1]) +
+           atomic_load(&_ts_stats.pages[2]);
+}
+
+/* The whole block: a swept block must read back what the owner wrote. */
+static void fill(void *p, size_t n, uint64_t tag) {
+    memset(p, (int)(tag & 0xff), n);
+    memcpy(p, &tag, sizeof tag);
+}
+static int intact(const void *p, size_t n, uint64_t tag) {
+    const unsigned char *b = p;
+    uint64_t t;
+    memcpy(&t, p, sizeof t);
+    if (t != tag) return 0;
+    for (size_t i = sizeof t; i < n; i += 512)
+        if (b[i] != (unsigned char)(tag & 0xff)) return 0;
+    return b[n - 1] == (unsigned char)(tag & 0xff);
+}
+
+/* An owner thread that allocates on request and otherwise waits. */
+typedef struct owner {
+    pthread_barrier_t step;
+    void (*work)(struct owner *);
+    void **blocks;
+    size_t *sizes;
+    size_t n;
+    int quit;
+} owner_t;
+
+static void *owner_main(void *arg) {
+    owner_t *o = arg;
+    for (;;) {
+        pthread_barrier_wait(&o->step);
+        if (o->quit) return NULL;
+        o->work(o);
+        pthread_barrier_wait(&o->step);
+    }
+}
+static void owner_run(owner_t *o, void (*work)(owner_t *)) {
+    o->work = work;
+    pthread_barrier_wait(&o->step);
+    pthread_barrier_wait(&o->step);
+}
+static pthread_t owner_start(owner_t *o, size_t n) {
+    *o = (owner_t){.n = n};
+    o->blocks = calloc(n, sizeof *o->blocks);
+    o->sizes = calloc(n, sizeof *o->sizes);
+    CHECK(o->blocks && o->sizes);
+    pthread_barrier_init(&o->step, NULL, 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, owner_main, o) == 0);
+    return t;
+}
+static void owner_stop(owner_t *o, pthread_t t) {
+    o->quit = 1;
+    pthread_barrier_wait(&o->step);
+    CHECK(pthread_join(t, NULL) == 0);
+    pthread_barrier_destroy(&o->step);
+    free(o->blocks);
+    free(o->sizes);
+}
+
+/* Medium (16 and 40 KB) and big (100 and 300 KB) blocks. */
+static size_t size_at(size_t i) {
+    static const size_t sizes[] = {16384, 40000, 100000, 300000};
+    return sizes[i % 4];
+}
+static uint64_t tag_of(size_t i) {
+    return i * 2654435761u + 1;
+}
+
+static void alloc_all(owner_t *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        o->sizes[i] = size_at(i);
+        o->blocks[i] = malloc(o->sizes[i]);
+        CHECK(o->blocks[i] != NULL);
+        fill(o->blocks[i], o->sizes[i], tag_of(i));
+    }
+}
+static void check_free_all(owner_t *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        if (!o->blocks[i]) continue;
+        CHECK_MSG(intact(o->blocks[i], o->sizes[i], tag_of(i)), "block %zu (%zu B) changed", i,
+                  o->sizes[i]);
+        free(o->blocks[i]);
+        o->blocks[i] = NULL;
+    }
+}
+/* Slow paths of the owner: fresh small pages, given back at once. */
+static void churn(owner_t *o) {
+    (void)o;
+    void *p[2000];
+    for (int i = 0; i < 2000; i++) CHECK((p[i] = malloc(200)) != NULL);
+    for (int i = 0; i < 2000; i++) free(p[i]);
+}
+static void trim(owner_t *o) {
+    (void)o;
+    malloc_trim(0);
+}
+
+/* Main keeps the first block of each page and frees the others; returns the
+ * bytes freed. */
+static size_t free_all_but_one_per_page(owner_t *o, size_t *kept) {
+    size_t freed = 0;
+    ts_page_t *seen[512];
+    size_t nseen = 0;
+    *kept = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        ts_page_t *page = NULL;
+        CHECK(_ts_locate(o->blocks[i], &page) == TS_PTR_BLOCK);
+        int known = 0;
+        for (size_t k = 0; k < nseen && !known; k++) known = seen[k] == page;
+        if (!known) {
+            CHECK(nseen < 512);
+            seen[nseen++] = page;
+            (*kept)++;
+            continue;
+        }
+        CHECK(intact(o->blocks[i], o->sizes[i], tag_of(i)));
+        freed += o->sizes[i];
+        free(o->blocks[i]);
+        o->blocks[i] = NULL;
+    }
+    malloc_trim(0); /* pushes main's batches (and runs a pass of its own, not due) */
+    return freed;
+}
+
+/* A pass at a time far ahead: always due (the helper's deadlines are ten
+ * minutes away, and its passes never due for ours). */
+static uint64_t fake_now;
+static void pass(void) {
+    if (!fake_now) fake_now = _ts_os_now_ns() + ((uint64_t)1 << 40);
+    fake_now += (uint64_t)1 << 41;    /* more than the period (the purge delay) */
+    (void)_ts_heaps_rescue(fake_now); /* the blocks handed over for full pages */
+    (void)_ts_heaps_sweep(fake_now);
+}
+static size_t swept(void) {
+    return atomic_load(&_ts_stats.swept_blocks);
+}
+
+#define N1 400
+
+/* ---- 1 ---- */
+
+static void test_driven(void) {
+    CHECK(ts_option_set("purge_delay_ms", 600000));
+    owner_t o;
+    pthread_t t = owner_start(&o, N1);
+    owner_run(&o, trim);
+    size_t pages0 = pages_in_use();
+    owner_run(&o, alloc_all);
+    size_t kept = 0;
+    size_t freed = free_all_but_one_per_page(&o, &kept);
+    size_t nfreed = N1 - kept;
+    CHECK(nfreed > N1 / 2);
+
+    CHECK(ts_option_set("rescue", 0));
+    size_t s0 = swept();
+    pass();
+    pass();
+    pass();
+    CHECK_MSG(swept() == s0, "%zu blocks swept with rescue off", swept() - s0);
+    CHECK(ts_option_set("rescue", 1));
+
+    /* The owner is idle (no slow path since the frees). */
+    size_t rss_before = ts_rss_bytes();
+    pass();
+    pass();
+    size_t rss_after = ts_rss_bytes();
+    CHECK_MSG(swept() - s0 >= nfreed, "%zu blocks swept of %zu freed", swept() - s0, nfreed);
+    CHECK_MSG(rss_before > rss_after && rss_before - rss_after >= freed / 10 * 7,
+              "RSS %zu -> %zu KB after sweeping %zu KB of blocks", rss_before >> 10,
+              rss_after >> 10, freed >> 10);
+    size_t s1 = swept();
+    pass();
+    pass();
+    CHECK_MSG(swept() == s1, "%zu blocks swept again with nothing new", swept() - s1);
+
+    /* A new free into a swept page; the owner runs its slow path before the
+     * next pass, which leaves it alone; the one after sweeps the page again. */
+    size_t last = 0;
+    for (size_t i = 0; i < o.n; i++)
+        if (o.blocks[i] && o.sizes[i] >= 100000) last = i;
+    CHECK(intact(o.blocks[last], o.sizes[last], tag_of(last)));
+    free(o.blocks[last]);
+    o.blocks[last] = NULL;
+    pass(); /* the first since the free: it only notes where the owner is */
+    CHECK(swept() == s1);
+    owner_run(&o, churn);
+    pass();
+    CHECK_MSG(swept() == s1, "%zu blocks of a busy owner swept", swept() - s1);
+    pass();
+    CHECK_MSG(swept() > s1, "the page of a new free was not swept again");
+
+    /* The owner wakes: it reuses the swept blocks, all of their bytes. */
+    owner_run(&o, check_free_all); /* the kept blocks: intact */
+    owner_run(&o, alloc_all);
+    owner_run(&o, check_free_all);
+    owner_run(&o, trim);
+    CHECK_MSG(pages_in_use() <= pages0 + 2, "pages in use %zu, %zu before (swept ones lost?)",
+              pages_in_use(), pages0);
+    printf("driven: %zu blocks freed (%zu KB), RSS %zu -> %zu KB, %zu swept\n", nfreed, freed >> 10,
+           rss_before >> 10, rss_after >> 10, s1 - s0);
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+}
+
+/* ---- 2 ---- */
+
+static void test_helper(void) {
+    owner_t o;
+    pthread_t t = owner_start(&o, N1);
+    owner_run(&o, alloc_all);
+    size_t high = ts_rss_bytes();
+    size_t kept = 0;
+    size_t freed = free_all_but_one_per_page(&o, &kept);
+    /* From here on no thread calls the allocator. */
+    size_t limit = high - freed / 10 * 7;
+    double t0 = now_s(), took = -1;
+    while (now_s() - t0 < 20.0) {
+        if (ts_rss_bytes() <= limit) {
+            took = now_s() - t0;
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_MSG(took >= 0, "RSS stayed at %zu KB while the owner waited (%zu KB freed, peak %zu KB)",
+              ts_rss_bytes() >> 10, freed >> 10, high >> 10);
+    printf("helper: RSS %zu KB -> under %zu KB after %.0f ms\n", high >> 10, limit >> 10,
+           took * 1000);
+    owner_run(&o, check_free_all);
+    owner_stop(&o, t);
+}
+
+/* ---- 3 ---- */
+
+static void *owner_two_then_wait(void *arg) {
+    void **b = arg;
+    b[0] = malloc(100000);
+    b[1] = malloc(100000);
+    pthread_barrier_t *bar = b[2];
+    pthread_barrier_wait(bar); /* allocated */
+    pthread_barrier_wait(bar); /* main is done (never: main aborts) */
+    return NULL;
+}
+static void double_free_of_swept(void *unused) {
+    (void)unused;
+    CHECK(ts_option_set("purge_delay_ms", 600000));
+    void *b[3];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    b[2] = &bar;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, owner_two_then_wait, b) == 0);
+    pthread_barrier_wait(&bar);
+    size_t s0 = swept();
+    free(b[0]);
+    pass();
+    pass();
+    pass();
+    CHECK_MSG(swept() > s0, "the freed block was not swept");
+    free(b[0]); /* aborts */
+    pthread_barrier_wait(&bar);
+}
+
+/* ---- 4 ---- */
+
+#define OWNERS      2
+#define SLOTS       1024
+#define STRESS_SECS 2.0
+
+typedef struct slot {
+    void *p;
+    size_t n;
+    uint64_t tag;
+} slot_t;
+
+static slot_t ring[OWNERS][SLOTS];
+static _Atomic long ring_in[OWNERS], ring_out[OWNERS];
+static _Atomic int stop;
+static _Atomic uint64_t owner_tags[OWNERS];
+
+static size_t stress_size(uint64_t *rng) {
+    switch (ts_rand_range(rng, 0, 5)) {
+    case 0:
+        return (size_t)ts_rand_range(rng, 16, 1024);
+    case 1:
+    case 2:
+        return (size_t)ts_rand_range(rng, 8192, 65536);
+    default:
+        return (size_t)ts_rand_range(rng, 65537, 300000);
+    }
+}
+
+static void *stress_owner_life(void *arg) {
+    long id = (long)(intptr_t)arg;
+    uint64_t rng = 91 + (uint64_t)id + atomic_load(&owner_tags[id]);
+    uint64_t tag = atomic_load(&owner_tags[id]);
+    long bursts = (long)ts_rand_range(&rng, 1, 30);
+    slot_t mine[32] = {{0}};
+    while (!atomic_load(&stop) && bursts-- > 0) {
+        long in = atomic_load(&ring_in[id]);
+        while (in - atomic_load(&ring_out[id]) < SLOTS && !atomic_load(&stop)) {
+            size_t n = stress_size(&rng);
+            void *p = malloc(n);
+            CHECK(p != NULL);
+            fill(p, n, ++tag);
+            if (ts_rand_range(&rng, 0, 5) == 0) { /* some stay with their owner */
+                slot_t *m = &mine[ts_rand_range(&rng, 0, 31)];
+                if (m->p) CHECK_MSG(intact(m->p, m->n, m->tag), "an owner's block changed");
+                free(m->p);
+                *m = (slot_t){p, n, tag};
+                continue;
+            }
+            slot_t *s = &ring[id][in % SLOTS];
+            *s = (slot_t){p, n, tag};
+            atomic_store(&ring_in[id], ++in);
+        }
+        /* An idle spell: no allocator call while the freers catch up. */
+        struct timespec ts = {0, (long)ts_rand_range(&rng, 0, 3) * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int k = 0; k < 32; k++) {
+        if (mine[k].p) CHECK_MSG(intact(mine[k].p, mine[k].n, mine[k].tag), "owner block changed");
+        free(mine[k].p);
+    }
+    atomic_store(&owner_tags[id], tag);
+    return NULL;
+}
+static void *stress_owner(void *arg) {
+    while (!atomic_load(&stop)) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, stress_owner_life, arg) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    return NULL;
+}
+static void *stress_freer(void *arg) {
+    long id = (long)(intptr_t)arg;
+    long bad = 0;
+    for (;;) {
+        long out = atomic_load(&ring_out[id]);
+        if (out == atomic_load(&ring_in[id])) {
+            if (atomic_load(&stop)) break;
+            sched_yield();
+            continue;
+        }
+        slot_t *s = &ring[id][out % SLOTS];
+        bad += !intact(s->p, s->n, s->tag);
+        free(s->p);
+        atomic_store(&ring_out[id], out + 1);
+    }
+    return (void *)(intptr_t)bad;
+}
+static void *stress_driver(void *arg) {
+    (void)arg;
+    uint64_t t = _ts_os_now_ns() + ((uint64_t)1 << 44);
+    while (!atomic_load(&stop)) {
+        (void)_ts_heaps_rescue(t += (uint64_t)1 << 32);
+        (void)_ts_heaps_sweep(t);
+    }
+    return NULL;
+}
+
+static void test_stress(void) {
+    CHECK(ts_option_set("purge_delay_ms", 1));
+    size_t s0 = swept();
+    pthread_t owners[OWNERS], freers[OWNERS], driver;
+    for (long i = 0; i < OWNERS; i++) {
+        CHECK(pthread_create(&owners[i], NULL, stress_owner, (void *)(intptr_t)i) == 0);
+        CHECK(pthread_create(&freers[i], NULL, stress_freer, (void *)(intptr_t)i) == 0);
+    }
+    CHECK(pthread_create(&driver, NULL, stress_driver, NULL) == 0);
+    double t0 = now_s();
+    while (now_s() - t0 < STRESS_SECS) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&stop, 1);
+    long bad = 0;
+    for (int i = 0; i < OWNERS; i++) {
+        CHECK(pthread_join(owners[i], NULL) == 0);
+        void *r;
+        CHECK(pthread_join(freers[i], &r) == 0);
+        bad += (long)(intptr_t)r;
+    }
+    CHECK(pthread_join(driver, NULL) == 0);
+    CHECK_MSG(bad == 0, "%ld blocks lost their contents", bad);
+    printf("stress: %ld + %ld blocks passed, %zu swept on the way\n", atomic_load(&ring_in[0]),
+           atomic_load(&ring_in[1]), swept() - s0);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+}
+
+/* "driven" (run without the helper, TSALLOC_PURGE_THREAD=0, so that the
+ * passes are ours alone): test 1; else 2, 3 and 4. */
+int main(int argc, char **argv) {
+    free(malloc(1));
+    if (argc > 1 && strcmp(argv[1], "driven") == 0) {
+        test_driven();
+        return 0;
+    }
+#ifdef SWEEP_TSAN /* the races only: RSS and aborts are core_sweep's */
+    test_stress();
+    return 0;
+#endif
+    test_helper();
+    CHECK(ts_expect_abort(double_free_of_swept, NULL, "tsalloc: free(): double free of 0x"));
+    test_stress();
+    return 0;
+}

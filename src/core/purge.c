@@ -19,7 +19,8 @@
  * blocks every signal, sleeps until the earliest deadline, purges what
  * expired (free pages of every segment, cached segments, cached large
  * regions), gives back pages of exited threads whose blocks were freed
- * since, and with nothing to do sleeps without a deadline until a free gives
+ * since and the memory of idle threads' blocks that others freed (rescue.c,
+ * sweep.c), and with nothing to do sleeps without a deadline until a free gives
  * it work (it stays for the life of the process, unless main calls
  * pthread_exit: see purge_main). With
  * TSALLOC_PURGE_THREAD=0, or if the thread cannot be created, the same work

@@ -69,6 +69,18 @@ _tsb_workload(server --threads 2 --slots 100 --rounds 3 --ops 500)
 # which loses a dead thread's free lists); tsalloc 150-570 KiB; 2 MiB is the bound.
 _tsb_workload(churn --threads 2 --waves 200 --blocks 200 --max-growth-kb 2048)
 _tsb_workload(idle-owner --mb 4 --wait-ms 0)
+# idle-owner-keep: big blocks written whole, main keeps every 8th (checked
+# after the wait).
+if(TARGET tsb-idle-owner)
+  set(_keep_args --mb 8 --min 16384 --max 409600 --keep 8 --touch 1 --wait-ms 0)
+  add_test(NAME "bench_idle_owner_keep[glibc]" COMMAND tsb-idle-owner ${_keep_args})
+  set_tests_properties("bench_idle_owner_keep[glibc]" PROPERTIES TIMEOUT 60)
+  _tsb_check("bench_idle_owner_keep[glibc]" idle-owner)
+  ts_preload_test(bench_idle_owner_keep tsb-idle-owner ARGS ${_keep_args} TIMEOUT 60)
+  foreach(d ${TS_ALL_DESIGNS})
+    _tsb_check("bench_idle_owner_keep[${d}]" idle-owner)
+  endforeach()
+endif()
 _tsb_workload(xthread --producers 1 --consumers 2 --blocks 4096 --batch 64 --depth 4)
 _tsb_workload(false-sharing --threads 2 --rounds 10 --writes 1000)
 _tsb_workload(fragmentation --small 5000)

@@ -234,6 +234,10 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
 /* ---- periodic work on the allocation slow path ------------------------------------ */
 
 void _ts_heap_collect(ts_heap_t *heap, bool force) {
+    /* Counted as a slow path (owner only: no RMW): the heap is not idle, and
+     * blocks it takes here may be handed out again (rescue.c, sweep.c). */
+    uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed) + 1;
+    atomic_store_explicit(&heap->slow_count, slow, memory_order_relaxed);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed)) _ts_process_delayed(heap);
     if (heap->rbatch_used) _ts_heap_flush_remote(heap);
     _ts_pages_collect(heap, force);

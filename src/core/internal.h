@@ -564,8 +564,9 @@ TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* heap.c: takes the pool lock
 TS_HIDDEN uint64_t _ts_sweep_pass(ts_heap_t *heaps, const ts_heap_t *self, uint64_t now);
 TS_HIDDEN unsigned _ts_segments_sweep(void); /* segment.c: registry walk */
 TS_HIDDEN unsigned _ts_sweep_page(ts_page_t *page);
-TS_HIDDEN void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count); /* rescue.c */
-TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page);                          /* segment.c */
+TS_HIDDEN void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count,
+                                uint32_t stamp);           /* rescue.c */
+TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page); /* segment.c */
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);

@@ -72,8 +72,9 @@ static bool rescue_claimed(const run_t *r) {
 }
 
 /* Take the heap's delayed list, rescue what can be, put back the rest (with
- * their insides purged, on the first look of an idle spell: sweep.c). */
-static uint32_t rescue_heap(ts_heap_t *heap, bool sweep) {
+ * the insides of their big blocks purged: sweep.c; `stamp`, the heap's
+ * slow_count). */
+static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
     ts_block_t *list = atomic_exchange_explicit(&heap->delayed, NULL, memory_order_acquire);
     ts_block_t *back_head = NULL, *back_tail = NULL;
     uint32_t rescued = 0;
@@ -113,7 +114,7 @@ static uint32_t rescue_heap(ts_heap_t *heap, bool sweep) {
             continue;
         }
         /* Not all free: the insides of its big blocks go back all the same. */
-        if (sweep) _ts_sweep_blocks(r.page, r.head, r.count);
+        _ts_sweep_blocks(r.page, r.head, r.count, stamp);
         if (back_tail)
             back_tail->next = r.head;
         else
@@ -168,7 +169,7 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
         }
         return heap->rescue_at;
     }
-    uint32_t rescued = rescue_heap(heap, heap->rescue_backoff == 0);
+    uint32_t rescued = rescue_heap(heap, slow);
     heap->rescue_seen_slow = slow;
     if (!rescued && heap->rescue_backoff == RESCUE_BACKOFF_MAX) {
         /* Park, then look once more: a push that came before the heap was
@@ -176,7 +177,7 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
          * woken, the next look waits a period, so that wake-ups coalesce. */
         atomic_store_explicit(&heap->rescue_parked, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
-        rescued = rescue_heap(heap, false);
+        rescued = rescue_heap(heap, slow);
         heap->rescue_at = now + period;
         if (!rescued) return UINT64_MAX;
         atomic_store_explicit(&heap->rescue_parked, 0, memory_order_relaxed);

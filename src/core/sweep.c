@@ -54,19 +54,38 @@ void _ts_sweep_request(void) {
     if (!atomic_exchange_explicit(&_ts_sweep_wanted, 1, memory_order_relaxed)) _ts_purge_schedule();
 }
 
+/* A swept block's third word: its free mark mixed with this constant and
+ * the owner's slow_count at the sweep. A block that still carries it was
+ * swept and has not been handed out since (handing it out again takes a slow
+ * path of the owner first: the lists it waits in are taken there), so a later
+ * pass skips it: new arrivals do not make a pass purge the whole list again.
+ * A program that writes that value there by chance only keeps its block
+ * resident. */
+#define SWEPT_TAG ((uint64_t)0x5357455054ed5eedull)
+TS_INLINE uint64_t swept_tag(const ts_page_t *page, const ts_block_t *b, uint32_t stamp) {
+    return ts_mark_of(page, b) ^ SWEPT_TAG ^ ((uint64_t)stamp << 32);
+}
+
 /* Purge the first `count` blocks of a chain held by the pass beyond their
- * first OS page; returns the last of them. */
-static ts_block_t *purge_chain(ts_block_t *b, uint32_t count, uint32_t block_size) {
+ * first OS page (which holds the link, the free mark and the swept tag);
+ * returns the last of them. */
+static ts_block_t *purge_chain(const ts_page_t *page, ts_block_t *b, uint32_t count,
+                               uint32_t stamp) {
+    uint32_t block_size = page->block_size;
     size_t bytes = 0, blocks = 0;
     ts_block_t *last = b;
     for (; b && count; b = b->next, count--) {
-        uintptr_t lo = ts_align_up((uintptr_t)b + 2 * sizeof(void *), SWEEP_OS_PAGE);
+        last = b;
+        uint64_t *tag_word = (uint64_t *)b + 2;
+        uint64_t tag = swept_tag(page, b, stamp);
+        if (*tag_word == tag) continue;
+        uintptr_t lo = ts_align_up((uintptr_t)(tag_word + 1), SWEEP_OS_PAGE);
         uintptr_t hi = ((uintptr_t)b + block_size) & ~(SWEEP_OS_PAGE - 1);
         if (hi > lo && _ts_os_purge((void *)lo, hi - lo)) {
+            *tag_word = tag;
             bytes += hi - lo;
             blocks++;
         }
-        last = b;
     }
     atomic_fetch_add_explicit(&_ts_stats.swept_bytes, bytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&_ts_stats.swept_blocks, blocks, memory_order_relaxed);
@@ -75,11 +94,11 @@ static ts_block_t *purge_chain(ts_block_t *b, uint32_t count, uint32_t block_siz
 
 /* Blocks of a page in its owner's full list that rescue.c took from the
  * heap's `delayed` list and could not rescue (the page has blocks out): the
- * same for them before they go back. */
-void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count) {
+ * same for them before they go back. `stamp`: the owner's slow_count. */
+void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count, uint32_t stamp) {
     if (page->block_size < TS_SWEEP_MIN_BLOCK) return;
     _ts_segment_sweep_prepare(page);
-    (void)purge_chain(head, count, page->block_size);
+    (void)purge_chain(page, head, count, stamp);
 }
 
 /* One page of a registered segment (registry lock and pool lock held).
@@ -97,11 +116,10 @@ unsigned _ts_sweep_page(ts_page_t *page) {
                                                  memory_order_acquire, memory_order_relaxed))
         return TS_SWEEP_PENDING; /* it changed: next time */
     /* The blocks are ours: the page stays in use, its class as it is. */
-    uint32_t block_size = page->block_size;
     _ts_segment_sweep_prepare(page);
     ts_block_t *head = ts_tf_ptr(w);
     uint32_t count = ts_tf_count(w);
-    ts_block_t *tail = purge_chain(head, count, block_size);
+    ts_block_t *tail = purge_chain(page, head, count, slow);
     /* Blocks that came meanwhile are taken along (a few times at most), so
      * that the list pushed back is all swept. */
     for (unsigned again = 0; again < SWEEP_TAKE_AGAIN; again++) {
@@ -112,7 +130,7 @@ unsigned _ts_sweep_page(ts_page_t *page) {
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
         ts_block_t *more = ts_tf_ptr(cur);
-        purge_chain(more, ts_tf_count(cur), block_size)->next = head;
+        purge_chain(page, more, ts_tf_count(cur), slow)->next = head;
         head = more;
         count += ts_tf_count(cur);
     }

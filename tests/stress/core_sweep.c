@@ -9,8 +9,10 @@
  *    TSALLOC_RESCUE=0 nothing is swept; with the owner idle every freed
  *    block is swept (those handed over for full pages by rescue.c's pass),
  *    and RSS falls by most of their size; a further pass sweeps nothing new;
- *    after a new free into a swept page, a pass that follows a slow path of
- *    the owner leaves it alone and the next sweeps the page again. The kept
+ *    after one more free, with no slow path of the owner since the last
+ *    sweep, that block alone is purged (the others carry their swept tag);
+ *    after another, a pass that follows a slow path of the owner leaves it
+ *    alone, and the next sweeps. The kept
  *    blocks keep their contents, the owner reuses the swept blocks (every
  *    byte writable, contents as written), and after its trim its pages in
  *    use are back where they started (no page was lost).
@@ -147,6 +149,14 @@ static void churn(owner_t *o) {
     for (int i = 0; i < 2000; i++) CHECK((p[i] = malloc(200)) != NULL);
     for (int i = 0; i < 2000; i++) free(p[i]);
 }
+static void *extra[4]; /* 300 KB blocks of the owner, tagged 99 */
+static void alloc_extra(owner_t *o) {
+    (void)o;
+    for (int k = 0; k < 4; k++) {
+        CHECK((extra[k] = malloc(300000)) != NULL);
+        fill(extra[k], 300000, 99);
+    }
+}
 static void trim(owner_t *o) {
     (void)o;
     malloc_trim(0);
@@ -230,21 +240,34 @@ static void test_driven(void) {
     pass();
     CHECK_MSG(swept() == s1, "%zu blocks swept again with nothing new", swept() - s1);
 
-    /* A new free into a swept page; the owner runs its slow path before the
-     * next pass, which leaves it alone; the one after sweeps the page again. */
-    size_t last = 0;
-    for (size_t i = 0; i < o.n; i++)
-        if (o.blocks[i] && o.sizes[i] >= 100000) last = i;
-    CHECK(intact(o.blocks[last], o.sizes[last], tag_of(last)));
-    free(o.blocks[last]);
-    o.blocks[last] = NULL;
-    pass(); /* the first since the free: it only notes where the owner is */
-    CHECK(swept() == s1);
+    /* Four more blocks of the owner's (its slow path ran: the tags of what
+     * waits are stale now, should any of it have been handed out since). */
+    owner_run(&o, alloc_extra);
+    free(extra[0]);
+    pass();
+    pass();
+    size_t s2 = swept();
+    CHECK_MSG(s2 > s1, "a new free was not swept");
+    pass(); /* nothing new: no pass is due after this one */
+    /* One more, with no slow path since: that block alone is purged, the
+     * others of its page carry their tag. */
+    free(extra[1]);
+    pass();
+    pass();
+    CHECK_MSG(swept() == s2 + 1, "%zu blocks swept after one more free (1 expected)", swept() - s2);
+    pass();
+    /* Another; the owner runs its slow path after the pass that notes where
+     * it is, so the next pass leaves it alone, and the one after sweeps. */
+    free(extra[2]);
+    pass();
+    CHECK(swept() == s2 + 1);
     owner_run(&o, churn);
     pass();
-    CHECK_MSG(swept() == s1, "%zu blocks of a busy owner swept", swept() - s1);
+    CHECK_MSG(swept() == s2 + 1, "%zu blocks of a busy owner swept", swept() - s2 - 1);
     pass();
-    CHECK_MSG(swept() > s1, "the page of a new free was not swept again");
+    CHECK_MSG(swept() > s2 + 1, "the page of a new free was not swept after the owner's slow path");
+    CHECK(intact(extra[3], 300000, 99));
+    free(extra[3]);
 
     /* The owner wakes: it reuses the swept blocks, all of their bytes. */
     owner_run(&o, check_free_all); /* the kept blocks: intact */

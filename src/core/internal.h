@@ -253,6 +253,10 @@ struct ts_segment {
     uint8_t cached;
     uint8_t huge_halves; /* 2 MiB halves asked for huge pages (segment lock; segment.c) */
     uint8_t huge_split;  /* halves a purge split since: not asked again (segment lock) */
+    /* A small page of it was set up for a sweepable class (8 KiB): the sweep
+     * walks small segments only then (sweep.c). Set by the owner, never
+     * cleared while the segment is laid out for small pages. */
+    _Atomic uint8_t sweepable;
     uint64_t cached_at;
     _Alignas(64) ts_page_t pages[TS_MAX_PAGES];
 };
@@ -555,8 +559,9 @@ TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
 TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, pool lock held */
 
 /* sweep.c: purge the insides of big free blocks that other threads gave back
- * to pages of idle heaps: the classes of medium and big pages (above 8 KiB). */
-#define TS_SWEEP_MIN_BLOCK ((uint32_t)TS_SMALL_PAGE_MAX + 1)
+ * to pages of idle heaps: blocks of 8 KiB and more (the largest small class,
+ * half of each of its blocks; medium and big pages). */
+#define TS_SWEEP_MIN_BLOCK ((uint32_t)8192)
 enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1 };
 TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
 TS_HIDDEN void _ts_sweep_request(void);

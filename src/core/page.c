@@ -181,6 +181,8 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     page->tz = ci->tz;
     page->mark_key = _ts_new_mark_key();
     page->reserved = (page->area - colour) / ci->size;
+    if (ci->kind == TS_KIND_SMALL && ci->size >= TS_SWEEP_MIN_BLOCK) /* the sweep looks here */
+        atomic_store_explicit(&ts_segment_of(page)->sweepable, 1, memory_order_relaxed);
     uint32_t per_batch = TS_RBATCH_MAX_BYTES / ci->size;
     page->rbatch_max = (uint8_t)(per_batch > TS_RBATCH_MAX ? TS_RBATCH_MAX
                                  : per_batch < 1           ? 1

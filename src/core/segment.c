@@ -317,14 +317,18 @@ uint64_t _ts_segments_purge(uint64_t now, bool force) {
     return next;
 }
 
-/* The purge thread's sweep (sweep.c): pages of medium and big segments with
- * blocks large enough to be worth it. Racy reads of the layout only choose
- * which pages to offer: _ts_sweep_page decides by CAS on thread_free. */
+/* The purge thread's sweep (sweep.c): pages of medium and big segments, and
+ * of small ones that had a page of the 8 KiB class, with blocks large enough
+ * to be worth it. Racy reads of the layout only choose which pages to offer:
+ * _ts_sweep_page decides by CAS on thread_free. */
 TS_RACY_READER unsigned _ts_segments_sweep(void) {
     unsigned found = TS_SWEEP_NOTHING;
     pthread_mutex_lock(&registry_lock);
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
-        if (seg->kind != TS_KIND_MEDIUM && seg->kind != TS_KIND_BIG) continue;
+        if (seg->kind == TS_KIND_SMALL
+                ? !atomic_load_explicit(&seg->sweepable, memory_order_relaxed)
+                : seg->kind != TS_KIND_MEDIUM && seg->kind != TS_KIND_BIG)
+            continue;
         unsigned count = seg->page_count < TS_MAX_PAGES ? seg->page_count : TS_MAX_PAGES;
         for (unsigned i = 0; i < count; i++) {
             ts_page_t *page = &seg->pages[i];
@@ -361,6 +365,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     atomic_store_explicit(&seg->dirty_mask, 0, memory_order_relaxed);
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
     seg->kind = (uint8_t)kind;
+    atomic_store_explicit(&seg->sweepable, 0, memory_order_relaxed);
     seg->page_shift = (uint8_t)shift;
     seg->first_page = (uint8_t)first;
     seg->page_count = (uint8_t)count;

@@ -116,10 +116,11 @@ static void owner_stop(owner_t *o, pthread_t t) {
     free(o->sizes);
 }
 
-/* Medium (16 and 40 KB) and big (100 and 300 KB) blocks. */
+/* Small (8 KiB: half of each block is swept), medium (16 and 40 KB) and big
+ * (100 and 300 KB) blocks. */
 static size_t size_at(size_t i) {
-    static const size_t sizes[] = {16384, 40000, 100000, 300000};
-    return sizes[i % 4];
+    static const size_t sizes[] = {8192, 16384, 40000, 100000, 300000};
+    return sizes[i % 5];
 }
 static uint64_t tag_of(size_t i) {
     return i * 2654435761u + 1;

@@ -14,7 +14,8 @@
  * page's memory and marks it rescued. The page stays in the owner's full
  * list (the owner's lists are its own); the owner retires it at its next
  * collection, or when it exits. Blocks of the other pages go back to
- * `delayed`, and the look is repeated after 1, 2, ... 64 periods (the purge
+ * `delayed` (big ones with their insides purged, as sweep.c does for the
+ * blocks in thread_free lists), and the look is repeated after 1, 2, ... 64 periods (the purge
  * delay, at least 10 ms); after that the heap is parked until a free wakes
  * it: a hand-over to it, or a push that leaves at most one batch of a page
  * out (free.c).

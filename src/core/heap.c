@@ -222,13 +222,28 @@ uint64_t _ts_heaps_rescue(uint64_t now) {
     return next;
 }
 
-/* Free blocks of idle heaps (sweep.c), under the pool lock. */
-uint64_t _ts_heaps_sweep(uint64_t now) {
-    if (!_ts_option(TS_OPT_RESCUE)) return UINT64_MAX;
+/* For a sweep pass (sweep.c, sweep lock held): the heaps whose slow path
+ * did not run since the last look, not the calling thread's own. */
+void _ts_heaps_sweep_look(ts_sweep_set_t *set) {
+    const ts_heap_t *self = _ts_tls_heap;
+    set->n = 0;
+    set->more = false;
     pthread_mutex_lock(&pool_lock);
-    uint64_t next = _ts_sweep_pass(heaps_all, _ts_tls_heap, now);
+    for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
+        uint32_t slow = atomic_load_explicit(&h->slow_count, memory_order_relaxed);
+        bool idle =
+            h != self && h->state == TS_HEAP_ACTIVE && h->sweep_armed && slow == h->sweep_seen_slow;
+        h->sweep_seen_slow = slow;
+        h->sweep_armed = 1;
+        if (!idle) continue;
+        if (set->n == TS_SWEEP_MAX_IDLE) {
+            set->more = true;
+            continue;
+        }
+        set->heap[set->n] = h;
+        set->stamp[set->n++] = slow;
+    }
     pthread_mutex_unlock(&pool_lock);
-    return next;
 }
 
 /* ---- periodic work on the allocation slow path ------------------------------------ */
@@ -303,11 +318,13 @@ void *_ts_orphan_alloc(size_t size, size_t align, bool zero) {
 
 void _ts_heaps_atfork_prepare(void) {
     pthread_mutex_lock(&orphan_lock);
+    _ts_sweep_atfork_prepare(); /* a pass may hold blocks outside any other lock */
     pthread_mutex_lock(&pool_lock);
 }
 
 void _ts_heaps_atfork_parent(void) {
     pthread_mutex_unlock(&pool_lock);
+    _ts_sweep_atfork_parent();
     pthread_mutex_unlock(&orphan_lock);
 }
 
@@ -341,6 +358,7 @@ static void cancel_handovers(ts_heap_t *heap) {
 
 void _ts_heaps_atfork_child(void) {
     pthread_mutex_init(&pool_lock, NULL);
+    _ts_sweep_atfork_child();
     pthread_mutex_init(&orphan_lock, NULL);
     size_t live = atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed);
     size_t mine = _ts_tls_heap->state == TS_HEAP_ACTIVE ? 1 : 0;

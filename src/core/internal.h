@@ -34,7 +34,7 @@
  *   free() consults it before reading any header, so foreign pointers are
  *   rejected without touching their memory.
  *
- * Lock order (outermost first): orphan_lock, heap pool lock, reclaim lock,
+ * Lock order (outermost first): orphan_lock, sweep lock, heap pool lock, reclaim lock,
  * abandoned lock, segment cache lock, registry lock, segment spinlocks,
  * segment reserve lock, large-table stripes, large cache lock, purge mutex.
  * No lock is held across pthread_create or any call that may allocate.
@@ -207,7 +207,7 @@ typedef struct ts_page {
     /* Bytes from base that may be resident: raised by the owner as it carves
      * (whatever the class), cleared by a purge (under the segment lock). */
     uint32_t touched;
-    /* sweep.c's own (pool lock): thread_free as its last sweep left it, and
+    /* sweep.c's own (sweep lock): thread_free as its last sweep left it, and
      * the owner's slow_count then; both unchanged means nothing new. */
     uint64_t swept_tf;
     uint32_t swept_slow;
@@ -395,7 +395,6 @@ struct ts_heap {
     /* sweep.c's own, under the pool lock: */
     uint32_t sweep_seen_slow;                  /* slow_count at the last sweep pass */
     uint8_t sweep_armed;                       /* sweep_seen_slow is set */
-    uint8_t sweep_idle;                        /* no slow path between the last two passes */
     uint64_t maint_at;                         /* next idle-page check (ns) */
     ts_segment_t *segments;                    /* every segment this heap owns */
     ts_segment_t *avail[TS_KIND_COUNT];        /* owned segments with a free page */
@@ -563,12 +562,29 @@ TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, 
  * half of each of its blocks; medium and big pages). */
 #define TS_SWEEP_MIN_BLOCK ((uint32_t)8192)
 enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1 };
+#define TS_SWEEP_MAX_IDLE 64  /* idle heaps one pass looks at (more: the next pass) */
+typedef struct ts_sweep_set { /* the heaps a pass found idle, and their slow_count */
+    const ts_heap_t *heap[TS_SWEEP_MAX_IDLE];
+    uint32_t stamp[TS_SWEEP_MAX_IDLE];
+    unsigned n;
+    bool more;
+} ts_sweep_set_t;
+typedef struct ts_sweep_held { /* a thread_free list a pass holds */
+    ts_page_t *page;
+    ts_block_t *head, *tail;
+    uint32_t count, stamp;
+} ts_sweep_held_t;
 TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
 TS_HIDDEN void _ts_sweep_request(void);
-TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* heap.c: takes the pool lock */
-TS_HIDDEN uint64_t _ts_sweep_pass(ts_heap_t *heaps, const ts_heap_t *self, uint64_t now);
-TS_HIDDEN unsigned _ts_segments_sweep(void); /* segment.c: registry walk */
-TS_HIDDEN unsigned _ts_sweep_page(ts_page_t *page);
+TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now);                 /* sweep.c: one pass, if due */
+TS_HIDDEN void _ts_heaps_sweep_look(ts_sweep_set_t *set);         /* heap.c: pool lock */
+TS_HIDDEN unsigned _ts_segments_sweep(const ts_sweep_set_t *set); /* segment.c: registry walk */
+TS_HIDDEN unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h);
+TS_HIDDEN void _ts_sweep_purge(ts_sweep_held_t *h);
+TS_HIDDEN void _ts_sweep_give_back(ts_sweep_held_t *h);
+TS_HIDDEN void _ts_sweep_atfork_prepare(void);
+TS_HIDDEN void _ts_sweep_atfork_parent(void);
+TS_HIDDEN void _ts_sweep_atfork_child(void);
 TS_HIDDEN void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count,
                                 uint32_t stamp);           /* rescue.c */
 TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page); /* segment.c */

@@ -378,8 +378,13 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
     } else {
         queue_remove(heap, page);
     }
+    /* Emptied by CAS on the word whose count was compared: a sweep pass may
+     * hold the list (sweep.c); it then pushes it back to a detached page. */
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
-    if (ts_tf_count(w) == page->used) {
+    if (ts_tf_count(w) == page->used &&
+        (!ts_tf_count(w) ||
+         atomic_compare_exchange_strong_explicit(&page->thread_free, &w, 0, memory_order_acquire,
+                                                 memory_order_relaxed))) {
         page->used = 0;
         page->free = NULL;
         atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);

@@ -320,22 +320,37 @@ uint64_t _ts_segments_purge(uint64_t now, bool force) {
 /* The purge thread's sweep (sweep.c): pages of medium and big segments, and
  * of small ones that had a page of the 8 KiB class, with blocks large enough
  * to be worth it. Racy reads of the layout only choose which pages to offer:
- * _ts_sweep_page decides by CAS on thread_free. */
-TS_RACY_READER unsigned _ts_segments_sweep(void) {
+ * _ts_sweep_take decides by CAS on thread_free. The lists taken from one
+ * segment are purged with the registry lock released (the purge takes time:
+ * 68 ms in one pass of a review program, which held up every thread that
+ * needed a segment); the segment stays registered while the pass holds
+ * blocks of it, and the last list goes back under the lock, so the walk
+ * goes on from a segment still in the registry. */
+TS_RACY_READER unsigned _ts_segments_sweep(const ts_sweep_set_t *set) {
     unsigned found = TS_SWEEP_NOTHING;
+    ts_sweep_held_t held[TS_MAX_PAGES];
     pthread_mutex_lock(&registry_lock);
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
         if (seg->kind == TS_KIND_SMALL
                 ? !atomic_load_explicit(&seg->sweepable, memory_order_relaxed)
                 : seg->kind != TS_KIND_MEDIUM && seg->kind != TS_KIND_BIG)
             continue;
-        unsigned count = seg->page_count < TS_MAX_PAGES ? seg->page_count : TS_MAX_PAGES;
+        unsigned count = seg->page_count < TS_MAX_PAGES ? seg->page_count : TS_MAX_PAGES, n = 0;
         for (unsigned i = 0; i < count; i++) {
             ts_page_t *page = &seg->pages[i];
             if (ts_page_state(page) != TS_PAGE_IN_USE || page->block_size < TS_SWEEP_MIN_BLOCK)
                 continue;
-            found |= _ts_sweep_page(page);
+            found |= _ts_sweep_take(page, set, &held[n]);
+            if (held[n].page) n++;
         }
+        if (!n) continue;
+        pthread_mutex_unlock(&registry_lock);
+        for (unsigned k = 0; k < n; k++) {
+            _ts_sweep_purge(&held[k]);
+            if (k + 1 < n) _ts_sweep_give_back(&held[k]);
+        }
+        pthread_mutex_lock(&registry_lock);
+        _ts_sweep_give_back(&held[n - 1]);
     }
     pthread_mutex_unlock(&registry_lock);
     return found;

@@ -20,14 +20,19 @@
  * beyond their first 4 KiB, which costs a page fault at their next use.
  *
  * Invariants:
- * - The blocks taken are out of every list while the pass holds them: the
- *   owner's paths that take thread_free cope with finding it empty (page.c:
- *   page_refill, page_to_full; heap_adopt and _ts_pages_collect recheck).
- * - Only pages whose owner heap is ACTIVE and idle, with thread_free NORMAL
- *   and not DETACHED: under the pool lock no heap is abandoned meanwhile, and
- *   under the registry lock no segment is unmapped.
- * - A page's swept_tf and swept_slow are the pass's own (pool lock): equal to
- *   the page's thread_free word and its owner's slow_count, nothing came
+ * - The blocks taken are out of every list while the pass holds them, as a
+ *   remote freer's are before its push: the page cannot be retired (`used`
+ *   counts them), so its segment stays mapped and registered. The owner's
+ *   paths that take thread_free cope with finding it empty (page.c:
+ *   page_refill, page_to_full) or take it by CAS on the word whose count
+ *   they compared (_ts_pages_collect, _ts_page_detach, heap_adopt).
+ * - Lists are taken only from pages whose owner was in the pass's idle set
+ *   (ACTIVE, no slow path since the last look), with thread_free NORMAL and
+ *   not DETACHED, under the registry lock; they are purged without it, and
+ *   pushed back as a remote freer would, whatever happened to the page
+ *   meanwhile (full list, owner exited).
+ * - A page's swept_tf and swept_slow are the pass's own (sweep lock): equal
+ *   to the page's thread_free word and its owner's slow_count, nothing came
  *   since the last sweep and the page is skipped.
  *
  * When: a remote push of a block of a sweepable size sets _ts_sweep_wanted
@@ -36,8 +41,9 @@
  * was busy, or while pushes go on. Otherwise the pass sleeps: an idle
  * process does no periodic work.
  *
- * Lock order: pool lock, then the registry lock, then a segment spinlock
- * (internal.h).
+ * Lock order: the sweep lock (one pass at a time; fork waits for it), then
+ * the pool lock (to pick the idle heaps) or the registry lock (the walk),
+ * then a segment spinlock (internal.h).
  */
 #include "core/internal.h"
 
@@ -46,7 +52,10 @@
 #define SWEEP_TAKE_AGAIN 4                    /* arrivals taken along before pushing back */
 
 _Atomic int _ts_sweep_wanted;
-static uint64_t sweep_at = UINT64_MAX; /* the next pass (pool lock); MAX: none */
+/* One pass at a time: it holds lists outside any other lock while it purges
+ * them, so a fork waits for it (heap.c's fork handlers take it). */
+static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t sweep_at = UINT64_MAX; /* the next pass (sweep lock); MAX: none */
 
 /* A push of a sweepable block (free.c): the first since the last pass asks
  * for one. */
@@ -101,27 +110,38 @@ void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count, uint32_
     (void)purge_chain(page, head, count, stamp);
 }
 
-/* One page of a registered segment (registry lock and pool lock held).
- * Returns TS_SWEEP_PENDING when blocks wait whose owner was busy. */
-unsigned _ts_sweep_page(ts_page_t *page) {
-    ts_heap_t *heap = (ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
+/* A page of a registered segment (registry lock held): if its owner is in
+ * the pass's idle set and blocks wait in its thread_free that were not
+ * swept yet, take the list into `h` (h->page stays NULL otherwise). Returns
+ * TS_SWEEP_PENDING when blocks wait whose owner was busy. */
+unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h) {
+    h->page = NULL;
+    const ts_heap_t *heap = (const ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
     if (!heap || !ts_tf_ptr(w) || ts_tf_state(w) != TS_TF_NORMAL || (w & TS_TF_DETACHED))
         return TS_SWEEP_NOTHING;
-    if (!heap->sweep_idle) return TS_SWEEP_PENDING;
-    uint32_t slow = heap->sweep_seen_slow;
+    unsigned i = 0;
+    while (i < set->n && set->heap[i] != heap) i++;
+    if (i == set->n) return TS_SWEEP_PENDING; /* busy (or not looked at this time) */
+    uint32_t slow = set->stamp[i];
     if (w == page->swept_tf && slow == page->swept_slow) return TS_SWEEP_NOTHING;
     if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &w,
                                                  ts_tf_make(NULL, 0, TS_TF_NORMAL),
                                                  memory_order_acquire, memory_order_relaxed))
         return TS_SWEEP_PENDING; /* it changed: next time */
-    /* The blocks are ours: the page stays in use, its class as it is. */
+    /* The blocks are ours: the page stays in use, its class as it is, its
+     * segment mapped and registered. */
+    *h = (ts_sweep_held_t){page, ts_tf_ptr(w), NULL, ts_tf_count(w), slow};
+    return TS_SWEEP_NOTHING;
+}
+
+/* Purge a list taken (no lock needed), and the blocks that came to the page
+ * meanwhile (a few times at most), so that the list pushed back is all
+ * swept. */
+void _ts_sweep_purge(ts_sweep_held_t *h) {
+    ts_page_t *page = h->page;
     _ts_segment_sweep_prepare(page);
-    ts_block_t *head = ts_tf_ptr(w);
-    uint32_t count = ts_tf_count(w);
-    ts_block_t *tail = purge_chain(page, head, count, slow);
-    /* Blocks that came meanwhile are taken along (a few times at most), so
-     * that the list pushed back is all swept. */
+    h->tail = purge_chain(page, h->head, h->count, h->stamp);
     for (unsigned again = 0; again < SWEEP_TAKE_AGAIN; again++) {
         uint64_t cur = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
         if (!ts_tf_ptr(cur) || ts_tf_state(cur) != TS_TF_NORMAL || (cur & TS_TF_DETACHED)) break;
@@ -130,45 +150,64 @@ unsigned _ts_sweep_page(ts_page_t *page) {
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
         ts_block_t *more = ts_tf_ptr(cur);
-        purge_chain(page, more, ts_tf_count(cur), slow)->next = head;
-        head = more;
-        count += ts_tf_count(cur);
+        purge_chain(page, more, ts_tf_count(cur), h->stamp)->next = h->head;
+        h->head = more;
+        h->count += ts_tf_count(cur);
     }
-    /* Back as a remote freer would push them (the page may have gone to the
-     * full list meanwhile: a hand-over; a rescue parked on it is woken). The
-     * word this leaves, should nothing come before it: */
-    page->swept_tf = ts_tf_make(head, count, TS_TF_NORMAL);
-    page->swept_slow = slow; /* before the push: after it the page may be retired */
-    _ts_page_push_remote(page, head, tail, count);
-    return TS_SWEEP_NOTHING;
 }
 
-/* Called by heap.c with the pool lock held; returns when the next pass is
- * due. */
-uint64_t _ts_sweep_pass(ts_heap_t *heaps, const ts_heap_t *self, uint64_t now) {
+/* Back as a remote freer would push them: the page may have gone to the full
+ * list meanwhile (a hand-over; a rescue parked on it is woken), or its owner
+ * may have exited (a detached page: a reclaim pass is asked for). The word
+ * this leaves, should nothing come before it, is noted first: after the
+ * push the page may be retired. */
+void _ts_sweep_give_back(ts_sweep_held_t *h) {
+    ts_page_t *page = h->page;
+    page->swept_tf = ts_tf_make(h->head, h->count, TS_TF_NORMAL);
+    page->swept_slow = h->stamp;
+    _ts_page_push_remote(page, h->head, h->tail, h->count);
+}
+
+/* One pass if one is due (sweep lock: one pass at a time, and a fork waits
+ * for it); returns when the next is. */
+uint64_t _ts_heaps_sweep(uint64_t now) {
+    if (!_ts_option(TS_OPT_RESCUE)) return UINT64_MAX;
     uint64_t delay = _ts_purge_delay_ns();
     uint64_t period = delay > SWEEP_PERIOD_MIN ? delay : SWEEP_PERIOD_MIN;
+    pthread_mutex_lock(&sweep_lock);
     bool due = sweep_at != UINT64_MAX && now >= sweep_at;
     if (sweep_at == UINT64_MAX) {
-        if (!atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed)) return UINT64_MAX;
+        if (!atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed)) {
+            pthread_mutex_unlock(&sweep_lock);
+            return UINT64_MAX;
+        }
         sweep_at = now + period; /* the owners get a period to take the blocks themselves */
     } else if (!due) {
-        return sweep_at;
+        uint64_t at = sweep_at;
+        pthread_mutex_unlock(&sweep_lock);
+        return at;
     }
     /* Idle: no slow path since the last look (which this one is, when not due). */
-    for (ts_heap_t *h = heaps; h; h = h->all_next) {
-        uint32_t slow = atomic_load_explicit(&h->slow_count, memory_order_relaxed);
-        h->sweep_idle =
-            h != self && h->state == TS_HEAP_ACTIVE && h->sweep_armed && slow == h->sweep_seen_slow;
-        h->sweep_seen_slow = slow;
-        h->sweep_armed = 1;
+    ts_sweep_set_t set;
+    _ts_heaps_sweep_look(&set);
+    if (due) {
+        atomic_store_explicit(&_ts_sweep_wanted, 0, memory_order_relaxed);
+        unsigned found = _ts_segments_sweep(&set); /* also says whether busy owners have some */
+        bool again = (found & TS_SWEEP_PENDING) || set.more ||
+                     atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed);
+        sweep_at = again ? now + period : UINT64_MAX;
     }
-    if (!due) return sweep_at;
-    atomic_store_explicit(&_ts_sweep_wanted, 0, memory_order_relaxed);
-    unsigned found = _ts_segments_sweep();
-    for (ts_heap_t *h = heaps; h; h = h->all_next) h->sweep_idle = 0;
-    bool again =
-        (found & TS_SWEEP_PENDING) || atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed);
-    sweep_at = again ? now + period : UINT64_MAX;
-    return sweep_at;
+    uint64_t at = sweep_at;
+    pthread_mutex_unlock(&sweep_lock);
+    return at;
+}
+
+void _ts_sweep_atfork_prepare(void) {
+    pthread_mutex_lock(&sweep_lock);
+}
+void _ts_sweep_atfork_parent(void) {
+    pthread_mutex_unlock(&sweep_lock);
+}
+void _ts_sweep_atfork_child(void) {
+    pthread_mutex_init(&sweep_lock, NULL);
 }

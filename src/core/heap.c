@@ -223,11 +223,13 @@ uint64_t _ts_heaps_rescue(uint64_t now) {
 }
 
 /* For a sweep pass (sweep.c, sweep lock held): the heaps whose slow path
- * did not run since the last look, not the calling thread's own. */
-void _ts_heaps_sweep_look(ts_sweep_set_t *set) {
+ * did not run since the last look, not the calling thread's own; with more
+ * than TS_SWEEP_MAX_IDLE of them, the window-th slice of that many (in list
+ * order, which only grows at its head). */
+unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window) {
     const ts_heap_t *self = _ts_tls_heap;
+    unsigned idle_count = 0, first = window * TS_SWEEP_MAX_IDLE;
     set->n = 0;
-    set->more = false;
     pthread_mutex_lock(&pool_lock);
     for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
         uint32_t slow = atomic_load_explicit(&h->slow_count, memory_order_relaxed);
@@ -236,14 +238,18 @@ void _ts_heaps_sweep_look(ts_sweep_set_t *set) {
         h->sweep_seen_slow = slow;
         h->sweep_armed = 1;
         if (!idle) continue;
-        if (set->n == TS_SWEEP_MAX_IDLE) {
-            set->more = true;
-            continue;
+        if (idle_count++ < first || set->n == TS_SWEEP_MAX_IDLE) continue;
+        /* Sorted by address (insertion: the walk looks owners up by halves). */
+        unsigned i = set->n++;
+        for (; i > 0 && set->heap[i - 1] > h; i--) {
+            set->heap[i] = set->heap[i - 1];
+            set->stamp[i] = set->stamp[i - 1];
         }
-        set->heap[set->n] = h;
-        set->stamp[set->n++] = slow;
+        set->heap[i] = h;
+        set->stamp[i] = slow;
     }
     pthread_mutex_unlock(&pool_lock);
+    return idle_count;
 }
 
 /* ---- periodic work on the allocation slow path ------------------------------------ */

@@ -207,10 +207,9 @@ typedef struct ts_page {
     /* Bytes from base that may be resident: raised by the owner as it carves
      * (whatever the class), cleared by a purge (under the segment lock). */
     uint32_t touched;
-    /* sweep.c's own (sweep lock): thread_free as its last sweep left it, and
-     * the owner's slow_count then; both unchanged means nothing new. */
+    /* sweep.c's own (sweep lock): thread_free as its last sweep left it
+     * (unchanged: nothing new). */
     uint64_t swept_tf;
-    uint32_t swept_slow;
     /* Read-mostly: set when the page is (re)initialised or grows; remote
      * freers read it to validate pointers without disturbing the owner. */
     _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */
@@ -562,12 +561,11 @@ TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, 
  * half of each of its blocks; medium and big pages). */
 #define TS_SWEEP_MIN_BLOCK ((uint32_t)8192)
 enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1 };
-#define TS_SWEEP_MAX_IDLE 64  /* idle heaps one pass looks at (more: the next pass) */
-typedef struct ts_sweep_set { /* the heaps a pass found idle, and their slow_count */
-    const ts_heap_t *heap[TS_SWEEP_MAX_IDLE];
+#define TS_SWEEP_MAX_IDLE 1024 /* idle heaps one pass looks at (more: the next passes) */
+typedef struct ts_sweep_set {  /* the heaps a pass found idle, and their slow_count */
+    const ts_heap_t *heap[TS_SWEEP_MAX_IDLE]; /* sorted by address */
     uint32_t stamp[TS_SWEEP_MAX_IDLE];
     unsigned n;
-    bool more;
 } ts_sweep_set_t;
 typedef struct ts_sweep_held { /* a thread_free list a pass holds */
     ts_page_t *page;
@@ -576,8 +574,10 @@ typedef struct ts_sweep_held { /* a thread_free list a pass holds */
 } ts_sweep_held_t;
 TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
 TS_HIDDEN void _ts_sweep_request(void);
-TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now);                 /* sweep.c: one pass, if due */
-TS_HIDDEN void _ts_heaps_sweep_look(ts_sweep_set_t *set);         /* heap.c: pool lock */
+TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* sweep.c: one pass, if due */
+/* heap.c: pool lock; the idle heaps from the window-th TS_SWEEP_MAX_IDLE on,
+ * returns how many are idle in all. */
+TS_HIDDEN unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window);
 TS_HIDDEN unsigned _ts_segments_sweep(const ts_sweep_set_t *set); /* segment.c: registry walk */
 TS_HIDDEN unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h);
 TS_HIDDEN void _ts_sweep_purge(ts_sweep_held_t *h);

@@ -31,9 +31,9 @@
  *   not DETACHED, under the registry lock; they are purged without it, and
  *   pushed back as a remote freer would, whatever happened to the page
  *   meanwhile (full list, owner exited).
- * - A page's swept_tf and swept_slow are the pass's own (sweep lock): equal
- *   to the page's thread_free word and its owner's slow_count, nothing came
- *   since the last sweep and the page is skipped.
+ * - A page's swept_tf is the pass's own (sweep lock): while it equals the
+ *   page's thread_free word, nothing came since the last sweep (nor did the
+ *   owner take the list) and the page is skipped, whatever its owner does.
  *
  * When: a remote push of a block of a sweepable size sets _ts_sweep_wanted
  * (and wakes the helper) when it was clear; a pass a period later sweeps
@@ -56,6 +56,11 @@ _Atomic int _ts_sweep_wanted;
  * them, so a fork waits for it (heap.c's fork handlers take it). */
 static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t sweep_at = UINT64_MAX; /* the next pass (sweep lock); MAX: none */
+/* Sweep lock: the idle set (static: passes may run on a program's thread),
+ * and which slice of the idle heaps the next pass takes when there are more
+ * than a set holds. */
+static ts_sweep_set_t sweep_set;
+static unsigned sweep_window;
 
 /* A push of a sweepable block (free.c): the first since the last pass asks
  * for one. */
@@ -118,13 +123,20 @@ unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_hel
     h->page = NULL;
     const ts_heap_t *heap = (const ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
-    if (!heap || !ts_tf_ptr(w) || ts_tf_state(w) != TS_TF_NORMAL || (w & TS_TF_DETACHED))
+    if (!heap || !ts_tf_ptr(w) || ts_tf_state(w) != TS_TF_NORMAL || (w & TS_TF_DETACHED) ||
+        w == page->swept_tf)
         return TS_SWEEP_NOTHING;
-    unsigned i = 0;
-    while (i < set->n && set->heap[i] != heap) i++;
-    if (i == set->n) return TS_SWEEP_PENDING; /* busy (or not looked at this time) */
-    uint32_t slow = set->stamp[i];
-    if (w == page->swept_tf && slow == page->swept_slow) return TS_SWEEP_NOTHING;
+    unsigned lo = 0, hi = set->n; /* the owner in the idle set, by halves */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (set->heap[mid] < heap)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == set->n || set->heap[lo] != heap)
+        return TS_SWEEP_PENDING; /* busy (or not this time) */
+    uint32_t slow = set->stamp[lo];
     if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &w,
                                                  ts_tf_make(NULL, 0, TS_TF_NORMAL),
                                                  memory_order_acquire, memory_order_relaxed))
@@ -164,7 +176,6 @@ void _ts_sweep_purge(ts_sweep_held_t *h) {
 void _ts_sweep_give_back(ts_sweep_held_t *h) {
     ts_page_t *page = h->page;
     page->swept_tf = ts_tf_make(h->head, h->count, TS_TF_NORMAL);
-    page->swept_slow = h->stamp;
     _ts_page_push_remote(page, h->head, h->tail, h->count);
 }
 
@@ -188,12 +199,15 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
         return at;
     }
     /* Idle: no slow path since the last look (which this one is, when not due). */
-    ts_sweep_set_t set;
-    _ts_heaps_sweep_look(&set);
+    unsigned idle = _ts_heaps_sweep_look(&sweep_set, due ? sweep_window : 0);
     if (due) {
         atomic_store_explicit(&_ts_sweep_wanted, 0, memory_order_relaxed);
-        unsigned found = _ts_segments_sweep(&set); /* also says whether busy owners have some */
-        bool again = (found & TS_SWEEP_PENDING) || set.more ||
+        /* Pages of idle heaps outside the set count as busy ones': another
+         * pass comes, with the next slice, until every slice had its turn. */
+        unsigned found = _ts_segments_sweep(&sweep_set);
+        bool more = idle > (sweep_window + 1) * TS_SWEEP_MAX_IDLE;
+        sweep_window = more ? sweep_window + 1 : 0;
+        bool again = (found & TS_SWEEP_PENDING) ||
                      atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed);
         sweep_at = again ? now + period : UINT64_MAX;
     }

@@ -14,10 +14,13 @@
  * blocks of at least TS_SWEEP_MIN_BLOCK bytes waiting in thread_free, the
  * pass takes the whole list with one CAS (the page cannot be retired while
  * the blocks are out of it: `used` counts them), purges each block's memory
- * except the first OS page (which holds its link and its free mark, so a
- * double free is still caught), and pushes the list back as a remote freer
- * would. The owner then finds the blocks as before; they read as zeros
- * beyond their first 4 KiB, which costs a page fault at their next use.
+ * except the first OS page (which holds its link, its free mark, so a
+ * double free is still caught, and its swept tag, so that it is not purged
+ * again; of an 8 KiB block the second half goes), and pushes the list back
+ * as a remote freer would. The owner then finds the blocks as before; they
+ * read as zeros beyond their first 4 KiB, which costs a page fault at their
+ * next use. The full pages' blocks handed over to `delayed` get the same
+ * from rescue.c (_ts_sweep_blocks).
  *
  * Invariants:
  * - The blocks taken are out of every list while the pass holds them, as a

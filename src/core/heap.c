@@ -223,21 +223,26 @@ uint64_t _ts_heaps_rescue(uint64_t now) {
 }
 
 /* For a sweep pass (sweep.c, sweep lock held): the heaps whose slow path
- * did not run since the last look, not the calling thread's own; with more
+ * did not run for _ts_idle_min_ns (looks a period apart tell), not the
+ * calling thread's own; with more
  * than TS_SWEEP_MAX_IDLE of them, the window-th slice of that many (in list
  * order, which only grows at its head). */
-unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window) {
+unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now) {
     const ts_heap_t *self = _ts_tls_heap;
     unsigned idle_count = 0, first = window * TS_SWEEP_MAX_IDLE;
+    uint64_t idle_min = _ts_idle_min_ns();
     set->n = 0;
     pthread_mutex_lock(&pool_lock);
     for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
         uint32_t slow = atomic_load_explicit(&h->slow_count, memory_order_relaxed);
-        bool idle =
-            h != self && h->state == TS_HEAP_ACTIVE && h->sweep_armed && slow == h->sweep_seen_slow;
-        h->sweep_seen_slow = slow;
-        h->sweep_armed = 1;
-        if (!idle) continue;
+        if (!h->sweep_armed || slow != h->sweep_seen_slow) { /* ran since: idle from now on */
+            h->sweep_seen_slow = slow;
+            h->sweep_armed = 1;
+            h->sweep_idle_since = now;
+            continue;
+        }
+        if (h == self || h->state != TS_HEAP_ACTIVE || now - h->sweep_idle_since < idle_min)
+            continue;
         if (idle_count++ < first || set->n == TS_SWEEP_MAX_IDLE) continue;
         /* Sorted by address (insertion: the walk looks owners up by halves). */
         unsigned i = set->n++;

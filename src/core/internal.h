@@ -394,6 +394,7 @@ struct ts_heap {
     /* sweep.c's own, under the pool lock: */
     uint32_t sweep_seen_slow;                  /* slow_count at the last sweep pass */
     uint8_t sweep_armed;                       /* sweep_seen_slow is set */
+    uint64_t sweep_idle_since;                 /* first look that saw slow_count as it is */
     uint64_t maint_at;                         /* next idle-page check (ns) */
     ts_segment_t *segments;                    /* every segment this heap owns */
     ts_segment_t *avail[TS_KIND_COUNT];        /* owned segments with a free page */
@@ -445,6 +446,7 @@ enum ts_option {
 TS_HIDDEN void _ts_options_init(void);
 TS_HIDDEN long long _ts_option(enum ts_option opt);
 TS_HIDDEN uint64_t _ts_purge_delay_ns(void);
+TS_HIDDEN uint64_t _ts_idle_min_ns(void); /* options.c: idle owner (rescue.c, sweep.c) */
 TS_HIDDEN void _ts_verbose(int level, const char *fmt, ...);
 
 /* init.c */
@@ -577,7 +579,7 @@ TS_HIDDEN void _ts_sweep_request(void);
 TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* sweep.c: one pass, if due */
 /* heap.c: pool lock; the idle heaps from the window-th TS_SWEEP_MAX_IDLE on,
  * returns how many are idle in all. */
-TS_HIDDEN unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window);
+TS_HIDDEN unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now);
 TS_HIDDEN unsigned _ts_segments_sweep(const ts_sweep_set_t *set); /* segment.c: registry walk */
 TS_HIDDEN unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h);
 TS_HIDDEN void _ts_sweep_purge(ts_sweep_held_t *h);

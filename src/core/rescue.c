@@ -138,7 +138,7 @@ static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
 
 /* One heap, under the pool lock (heap.c's _ts_heaps_rescue walks them);
  * returns when to look at it again. Only a
- * heap seen idle for a purge delay: malloc_trim(), which forces the other
+ * heap seen idle for _ts_idle_min_ns (five purge delays): malloc_trim(), which forces the other
  * purges, does not rescue pages whose owner may be about to reuse them.
  * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
  * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
@@ -161,7 +161,7 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
             heap->rescue_armed = 1;
             heap->rescue_seen_slow = slow;
             heap->rescue_backoff = 0;
-            heap->rescue_at = now + period;
+            heap->rescue_at = now + _ts_idle_min_ns(); /* idle that long first */
             /* A pass of malloc_trim's or of a slow path drops the deadline:
              * the helper's next pass learns it. (Not from the helper's own
              * pass: with a purge delay under the period that would make it

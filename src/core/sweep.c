@@ -9,8 +9,9 @@
  * a review program (docs/core.md). rescue.c gives back full pages whose
  * blocks all came back; this gives back the rest, block by block.
  *
- * How: a heap is idle when its slow path did not run between two passes (a
- * purge delay apart, at least 10 ms). For each page of an idle heap with
+ * How: a heap is idle when its slow path did not run for _ts_idle_min_ns
+ * (five purge delays, at least 10 ms; passes a period apart, the purge delay
+ * or 10 ms, tell). For each page of an idle heap with
  * blocks of at least TS_SWEEP_MIN_BLOCK bytes waiting in thread_free, the
  * pass takes the whole list with one CAS (the page cannot be retired while
  * the blocks are out of it: `used` counts them), purges each block's memory
@@ -201,8 +202,8 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
         pthread_mutex_unlock(&sweep_lock);
         return at;
     }
-    /* Idle: no slow path since the last look (which this one is, when not due). */
-    unsigned idle = _ts_heaps_sweep_look(&sweep_set, due ? sweep_window : 0);
+    /* Which heaps are idle (a look that is not due only notes where they are). */
+    unsigned idle = _ts_heaps_sweep_look(&sweep_set, due ? sweep_window : 0, now);
     if (due) {
         atomic_store_explicit(&_ts_sweep_wanted, 0, memory_order_relaxed);
         /* Pages of idle heaps outside the set count as busy ones': another

@@ -222,11 +222,12 @@ static void test_rescue(void) {
 
 #define N2 4000
 
-/* Two looks a purge delay apart, as the purge thread would make them. */
+/* Two looks as far apart as a heap must stay idle (five purge delays), as
+ * the purge thread would make them. */
 static void rescue_passes(void) {
     uint64_t t = _ts_os_now_ns();
     (void)_ts_heaps_rescue(t);
-    (void)_ts_heaps_rescue(t + _ts_purge_delay_ns() + 1);
+    (void)_ts_heaps_rescue(t + _ts_idle_min_ns() + 1);
 }
 
 static void test_blocks_out(void) {

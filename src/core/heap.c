@@ -241,7 +241,10 @@ unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now
             h->sweep_idle_since = now;
             continue;
         }
-        if (h == self || h->state != TS_HEAP_ACTIVE || now - h->sweep_idle_since < idle_min)
+        /* `now` may be older than another caller's note (it was read before
+         * the sweep lock): not idle then, rather than a wrapped difference. */
+        if (h == self || h->state != TS_HEAP_ACTIVE || now < h->sweep_idle_since ||
+            now - h->sweep_idle_since < idle_min)
             continue;
         if (idle_count++ < first || set->n == TS_SWEEP_MAX_IDLE) continue;
         /* Sorted by address (insertion: the walk looks owners up by halves). */

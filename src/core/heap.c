@@ -262,11 +262,18 @@ unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now
 
 /* ---- periodic work on the allocation slow path ------------------------------------ */
 
-void _ts_heap_collect(ts_heap_t *heap, bool force) {
-    /* Counted as a slow path (owner only: no RMW): the heap is not idle, and
-     * blocks it takes here may be handed out again (rescue.c, sweep.c). */
+/* One more slow path of the heap (owner only: a load and a store, no RMW):
+ * rescue.c and sweep.c read the count to tell an idle heap. */
+static uint32_t count_slow_path(ts_heap_t *heap) {
     uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed) + 1;
     atomic_store_explicit(&heap->slow_count, slow, memory_order_relaxed);
+    return slow;
+}
+
+void _ts_heap_collect(ts_heap_t *heap, bool force) {
+    /* Counted as a slow path: the heap is not idle, and blocks it takes here
+     * may be handed out again (sweep.c's tags). */
+    (void)count_slow_path(heap);
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed)) _ts_process_delayed(heap);
     if (heap->rbatch_used) _ts_heap_flush_remote(heap);
     _ts_pages_collect(heap, force);
@@ -279,9 +286,7 @@ void _ts_heap_collect(ts_heap_t *heap, bool force) {
 void _ts_heap_slow_tick(ts_heap_t *heap) {
     if (atomic_load_explicit(&heap->delayed, memory_order_relaxed)) _ts_process_delayed(heap);
     if (heap->rbatch_used) _ts_heap_flush_remote(heap);
-    uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed) + 1;
-    atomic_store_explicit(&heap->slow_count, slow, memory_order_relaxed); /* owner only: no RMW */
-    if ((slow & 31) == 0) {
+    if ((count_slow_path(heap) & 31) == 0) {
         uint64_t now = _ts_os_now_ns();
         if (now >= heap->maint_at) {
             uint64_t delay = _ts_purge_delay_ns();

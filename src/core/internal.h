@@ -301,6 +301,19 @@ TS_INLINE void ts_page_set_state(ts_page_t *page, unsigned state) {
 TS_INLINE uintptr_t ts_page_owner(const ts_page_t *page) {
     return atomic_load_explicit(&page->owner, memory_order_relaxed);
 }
+/* For whoever may retire the page (its owner, or a thread adopting it):
+ * every block it handed out is back in thread_free (their count makes
+ * `used`); if so, thread_free is emptied and true returned. By CAS on the
+ * very word whose count was compared: a sweep pass may hold the list for a
+ * moment (sweep.c), and taking less than was counted would leave the page
+ * in use with its blocks nowhere. */
+TS_INLINE bool ts_page_take_all_back(ts_page_t *page) {
+    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
+    if (ts_tf_count(w) != page->used) return false;
+    return !ts_tf_count(w) || atomic_compare_exchange_strong_explicit(
+                                  &page->thread_free, &w, ts_tf_make(NULL, 0, ts_tf_state(w)),
+                                  memory_order_acquire, memory_order_relaxed);
+}
 
 /* The second word of a free block (blocks are at least 16 bytes) holds its
  * free mark: the block's address mixed with its page's mark key, a value

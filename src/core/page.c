@@ -378,13 +378,8 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
     } else {
         queue_remove(heap, page);
     }
-    /* Emptied by CAS on the word whose count was compared: a sweep pass may
-     * hold the list (sweep.c); it then pushes it back to a detached page. */
-    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
-    if (ts_tf_count(w) == page->used &&
-        (!ts_tf_count(w) ||
-         atomic_compare_exchange_strong_explicit(&page->thread_free, &w, 0, memory_order_acquire,
-                                                 memory_order_relaxed))) {
+    /* A sweep pass holding the list pushes it back to a detached page. */
+    if (ts_page_take_all_back(page)) {
         page->used = 0;
         page->free = NULL;
         atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
@@ -588,15 +583,8 @@ void _ts_pages_collect(ts_heap_t *heap, bool force) {
                 continue;
             }
             if (page->is_head) head_release(heap, page); /* used is exact again; installed below */
-            /* Every block handed out came back: retire it. The list is taken
-             * by CAS on the word whose count was compared: the purge thread
-             * may borrow it meanwhile (sweep.c), and taking less would leave
-             * the page in use with its free list dropped. */
-            uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
-            if (page->used == ts_tf_count(w) &&
-                (!ts_tf_count(w) || atomic_compare_exchange_strong_explicit(
-                                        &page->thread_free, &w, ts_tf_make(NULL, 0, ts_tf_state(w)),
-                                        memory_order_acquire, memory_order_relaxed))) {
+            /* Every block handed out came back: retire it. */
+            if (ts_page_take_all_back(page)) {
                 page->used = 0;
                 _ts_page_retire(heap, page); /* `next` stays queued */
             }

@@ -647,12 +647,8 @@ static void heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
         page->next = page->prev = NULL;
         atomic_fetch_and_explicit(&page->thread_free, ~TS_TF_DETACHED, memory_order_relaxed);
         atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
-        /* Emptied by CAS: from the owner store on, the purge thread may
-         * borrow the list for a moment (sweep.c), and must not find it gone. */
-        uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
-        if (ts_tf_count(w) == page->used &&
-            atomic_compare_exchange_strong_explicit(&page->thread_free, &w, 0, memory_order_acquire,
-                                                    memory_order_relaxed))
+        /* From the owner store on, a sweep pass may take the list. */
+        if (ts_page_take_all_back(page))
             empty |= (uint64_t)1 << i;
         else
             _ts_queue_push_back(heap, page);

@@ -29,7 +29,8 @@
  *   counts them), so its segment stays mapped and registered. The owner's
  *   paths that take thread_free cope with finding it empty (page.c:
  *   page_refill, page_to_full) or take it by CAS on the word whose count
- *   they compared (_ts_pages_collect, _ts_page_detach, heap_adopt).
+ *   they compared (ts_page_take_all_back: _ts_pages_collect,
+ *   _ts_page_detach, heap_adopt).
  * - Lists are taken only from pages whose owner was in the pass's idle set
  *   (ACTIVE, no slow path since the last look), with thread_free NORMAL and
  *   not DETACHED, under the registry lock; they are purged without it, and
@@ -53,7 +54,6 @@
 
 #define SWEEP_OS_PAGE    ((uintptr_t)4096)
 #define SWEEP_PERIOD_MIN ((uint64_t)10000000) /* ns */
-#define SWEEP_TAKE_AGAIN 4                    /* arrivals taken along before pushing back */
 
 _Atomic int _ts_sweep_wanted;
 /* One pass at a time: it holds lists outside any other lock while it purges
@@ -151,25 +151,12 @@ unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_hel
     return TS_SWEEP_NOTHING;
 }
 
-/* Purge a list taken (no lock needed), and the blocks that came to the page
- * meanwhile (a few times at most), so that the list pushed back is all
- * swept. */
+/* Purge a list taken (no lock needed). Blocks that came to the page
+ * meanwhile stay in its thread_free: their push asked for a pass of their
+ * own, and the tags spare the ones purged here. */
 void _ts_sweep_purge(ts_sweep_held_t *h) {
-    ts_page_t *page = h->page;
-    _ts_segment_sweep_prepare(page);
-    h->tail = purge_chain(page, h->head, h->count, h->stamp);
-    for (unsigned again = 0; again < SWEEP_TAKE_AGAIN; again++) {
-        uint64_t cur = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
-        if (!ts_tf_ptr(cur) || ts_tf_state(cur) != TS_TF_NORMAL || (cur & TS_TF_DETACHED)) break;
-        if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &cur,
-                                                     ts_tf_make(NULL, 0, TS_TF_NORMAL),
-                                                     memory_order_acquire, memory_order_relaxed))
-            continue;
-        ts_block_t *more = ts_tf_ptr(cur);
-        purge_chain(page, more, ts_tf_count(cur), h->stamp)->next = h->head;
-        h->head = more;
-        h->count += ts_tf_count(cur);
-    }
+    _ts_segment_sweep_prepare(h->page);
+    h->tail = purge_chain(h->page, h->head, h->count, h->stamp);
 }
 
 /* Back as a remote freer would push them: the page may have gone to the full

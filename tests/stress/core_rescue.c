@@ -53,73 +53,11 @@ int _ts_core_trim(size_t pad);
 #define malloc_trim(p) _ts_core_trim(p)
 #endif
 
-#define MB ((size_t)1 << 20)
+#define IDLE_SLOTS 4096
+#include "idle_owner.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static size_t pages_in_use(void) {
-    return atomic_load(&_ts_stats.pages[0]) + atomic_load(&_ts_stats.pages[1]) +
-           atomic_load(&_ts_stats.pages[2]);
-}
-
-static void fill(void *p, size_t n, uint64_t tag) {
-    memset(p, (int)(tag & 0xff), n);
-    memcpy(p, &tag, sizeof tag);
-}
-static int intact(const void *p, size_t n, uint64_t tag) {
-    const unsigned char *b = p;
-    uint64_t t;
-    memcpy(&t, p, sizeof t);
-    return t == tag && b[n - 1] == (unsigned char)(tag & 0xff) &&
-           b[n / 2] == (unsigned char)(tag & 0xff);
-}
-
-/* An owner thread that allocates on request and otherwise waits. */
-typedef struct owner {
-    pthread_barrier_t step;
-    void (*work)(struct owner *);
-    void **blocks;
-    size_t *sizes;
-    size_t n;
-    int quit;
-} owner_t;
-
-static void *owner_main(void *arg) {
-    owner_t *o = arg;
-    for (;;) {
-        pthread_barrier_wait(&o->step); /* main says: go */
-        if (o->quit) return NULL;
-        o->work(o);
-        pthread_barrier_wait(&o->step); /* done */
-    }
-}
-static void owner_run(owner_t *o, void (*work)(owner_t *)) {
-    o->work = work;
-    pthread_barrier_wait(&o->step);
-    pthread_barrier_wait(&o->step);
-}
-static pthread_t owner_start(owner_t *o, size_t n) {
-    *o = (owner_t){.n = n};
-    o->blocks = calloc(n, sizeof *o->blocks);
-    o->sizes = calloc(n, sizeof *o->sizes);
-    CHECK(o->blocks && o->sizes);
-    pthread_barrier_init(&o->step, NULL, 2);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, owner_main, o) == 0);
-    return t;
-}
-static void owner_stop(owner_t *o, pthread_t t) {
-    o->quit = 1;
-    pthread_barrier_wait(&o->step);
-    CHECK(pthread_join(t, NULL) == 0);
-    pthread_barrier_destroy(&o->step);
-    free(o->blocks);
-    free(o->sizes);
-}
+#define MB          ((size_t)1 << 20)
+#define STRESS_SECS 2.0
 
 /* Sizes over small (full 64 KiB pages), medium and big pages. */
 static size_t size_at(size_t i) {
@@ -322,22 +260,6 @@ static void double_free_into_rescued(void *how) {
 
 /* ---- 4 ---- */
 
-#define OWNERS      2
-#define SLOTS       4096
-#define STRESS_SECS 2.0
-
-typedef struct slot {
-    void *p;
-    size_t n;
-    uint64_t tag;
-} slot_t;
-
-static slot_t ring[OWNERS][SLOTS];
-static _Atomic long ring_in[OWNERS], ring_out[OWNERS];
-static _Atomic int stop;
-
-static _Atomic uint64_t owner_tags[OWNERS];
-
 /* One owner thread's life: a few bursts, then it exits (while the driver
  * may be looking at its heap) and the next one takes its slot. */
 static void *stress_owner_life(void *arg) {
@@ -349,7 +271,7 @@ static void *stress_owner_life(void *arg) {
     while (!atomic_load(&stop) && bursts-- > 0) {
         /* A burst: fill what the ring has room for. */
         long in = atomic_load(&ring_in[id]);
-        while (in - atomic_load(&ring_out[id]) < SLOTS && !atomic_load(&stop)) {
+        while (in - atomic_load(&ring_out[id]) < IDLE_SLOTS && !atomic_load(&stop)) {
             size_t n = size_at(ts_rand_range(&rng, 0, 1000));
             void *p = malloc(n);
             CHECK(p != NULL);
@@ -361,7 +283,7 @@ static void *stress_owner_life(void *arg) {
                 *m = (slot_t){p, n, tag};
                 continue;
             }
-            slot_t *s = &ring[id][in % SLOTS];
+            slot_t *s = &ring[id][in % IDLE_SLOTS];
             s->p = p;
             s->n = n;
             s->tag = tag;
@@ -374,32 +296,6 @@ static void *stress_owner_life(void *arg) {
     for (int k = 0; k < 64; k++) free(mine[k].p);
     atomic_store(&owner_tags[id], tag);
     return NULL;
-}
-static void *stress_owner(void *arg) {
-    while (!atomic_load(&stop)) {
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, stress_owner_life, arg) == 0);
-        CHECK(pthread_join(t, NULL) == 0);
-    }
-    return NULL;
-}
-
-static void *stress_freer(void *arg) {
-    long id = (long)(intptr_t)arg;
-    long bad = 0;
-    for (;;) {
-        long out = atomic_load(&ring_out[id]);
-        if (out == atomic_load(&ring_in[id])) {
-            if (atomic_load(&stop)) break;
-            sched_yield();
-            continue;
-        }
-        slot_t *s = &ring[id][out % SLOTS];
-        bad += !intact(s->p, s->n, s->tag);
-        free(s->p);
-        atomic_store(&ring_out[id], out + 1);
-    }
-    return (void *)(intptr_t)bad;
 }
 
 static void *stress_driver(void *arg) {
@@ -414,26 +310,7 @@ static void *stress_driver(void *arg) {
 static void test_stress(void) {
     CHECK(ts_option_set("purge_delay_ms", 1));
     size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
-    pthread_t owners[OWNERS], freers[OWNERS], driver;
-    for (long i = 0; i < OWNERS; i++) {
-        CHECK(pthread_create(&owners[i], NULL, stress_owner, (void *)(intptr_t)i) == 0);
-        CHECK(pthread_create(&freers[i], NULL, stress_freer, (void *)(intptr_t)i) == 0);
-    }
-    CHECK(pthread_create(&driver, NULL, stress_driver, NULL) == 0);
-    double t0 = now_s();
-    while (now_s() - t0 < STRESS_SECS) {
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    atomic_store(&stop, 1);
-    long bad = 0;
-    for (int i = 0; i < OWNERS; i++) {
-        CHECK(pthread_join(owners[i], NULL) == 0);
-        void *r;
-        CHECK(pthread_join(freers[i], &r) == 0);
-        bad += (long)(intptr_t)r;
-    }
-    CHECK(pthread_join(driver, NULL) == 0);
+    long bad = idle_stress_run(stress_owner_life, stress_driver, STRESS_SECS);
     CHECK_MSG(bad == 0, "%ld blocks lost their contents", bad);
     printf("stress: %ld + %ld blocks passed, %zu pages rescued on the way\n",
            atomic_load(&ring_in[0]), atomic_load(&ring_in[1]),

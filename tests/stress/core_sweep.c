@@ -45,76 +45,10 @@ int _ts_core_trim(size_t pad);
 #define malloc_trim(p) _ts_core_trim(p)
 #endif
 
-#define MB ((size_t)1 << 20)
+#include "idle_owner.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static size_t pages_in_use(void) {
-    return atomic_load(&_ts_stats.pages[0]) + atomic_load(&_ts_stats.pages[1]) +
-           atomic_load(&_ts_stats.pages[2]);
-}
-
-/* The whole block: a swept block must read back what the owner wrote. */
-static void fill(void *p, size_t n, uint64_t tag) {
-    memset(p, (int)(tag & 0xff), n);
-    memcpy(p, &tag, sizeof tag);
-}
-static int intact(const void *p, size_t n, uint64_t tag) {
-    const unsigned char *b = p;
-    uint64_t t;
-    memcpy(&t, p, sizeof t);
-    if (t != tag) return 0;
-    for (size_t i = sizeof t; i < n; i += 512)
-        if (b[i] != (unsigned char)(tag & 0xff)) return 0;
-    return b[n - 1] == (unsigned char)(tag & 0xff);
-}
-
-/* An owner thread that allocates on request and otherwise waits. */
-typedef struct owner {
-    pthread_barrier_t step;
-    void (*work)(struct owner *);
-    void **blocks;
-    size_t *sizes;
-    size_t n;
-    int quit;
-} owner_t;
-
-static void *owner_main(void *arg) {
-    owner_t *o = arg;
-    for (;;) {
-        pthread_barrier_wait(&o->step);
-        if (o->quit) return NULL;
-        o->work(o);
-        pthread_barrier_wait(&o->step);
-    }
-}
-static void owner_run(owner_t *o, void (*work)(owner_t *)) {
-    o->work = work;
-    pthread_barrier_wait(&o->step);
-    pthread_barrier_wait(&o->step);
-}
-static pthread_t owner_start(owner_t *o, size_t n) {
-    *o = (owner_t){.n = n};
-    o->blocks = calloc(n, sizeof *o->blocks);
-    o->sizes = calloc(n, sizeof *o->sizes);
-    CHECK(o->blocks && o->sizes);
-    pthread_barrier_init(&o->step, NULL, 2);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, owner_main, o) == 0);
-    return t;
-}
-static void owner_stop(owner_t *o, pthread_t t) {
-    o->quit = 1;
-    pthread_barrier_wait(&o->step);
-    CHECK(pthread_join(t, NULL) == 0);
-    pthread_barrier_destroy(&o->step);
-    free(o->blocks);
-    free(o->sizes);
-}
+#define MB          ((size_t)1 << 20)
+#define STRESS_SECS 2.0
 
 /* Small (8 KiB: half of each block is swept), medium (16 and 40 KB) and big
  * (100 and 300 KB) blocks. */
@@ -344,21 +278,6 @@ static void double_free_of_swept(void *unused) {
 
 /* ---- 4 ---- */
 
-#define OWNERS      2
-#define SLOTS       1024
-#define STRESS_SECS 2.0
-
-typedef struct slot {
-    void *p;
-    size_t n;
-    uint64_t tag;
-} slot_t;
-
-static slot_t ring[OWNERS][SLOTS];
-static _Atomic long ring_in[OWNERS], ring_out[OWNERS];
-static _Atomic int stop;
-static _Atomic uint64_t owner_tags[OWNERS];
-
 static size_t stress_size(uint64_t *rng) {
     switch (ts_rand_range(rng, 0, 5)) {
     case 0:
@@ -379,7 +298,7 @@ static void *stress_owner_life(void *arg) {
     slot_t mine[32] = {{0}};
     while (!atomic_load(&stop) && bursts-- > 0) {
         long in = atomic_load(&ring_in[id]);
-        while (in - atomic_load(&ring_out[id]) < SLOTS && !atomic_load(&stop)) {
+        while (in - atomic_load(&ring_out[id]) < IDLE_SLOTS && !atomic_load(&stop)) {
             size_t n = stress_size(&rng);
             void *p = malloc(n);
             CHECK(p != NULL);
@@ -391,7 +310,7 @@ static void *stress_owner_life(void *arg) {
                 *m = (slot_t){p, n, tag};
                 continue;
             }
-            slot_t *s = &ring[id][in % SLOTS];
+            slot_t *s = &ring[id][in % IDLE_SLOTS];
             *s = (slot_t){p, n, tag};
             atomic_store(&ring_in[id], ++in);
         }
@@ -406,31 +325,6 @@ static void *stress_owner_life(void *arg) {
     atomic_store(&owner_tags[id], tag);
     return NULL;
 }
-static void *stress_owner(void *arg) {
-    while (!atomic_load(&stop)) {
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, stress_owner_life, arg) == 0);
-        CHECK(pthread_join(t, NULL) == 0);
-    }
-    return NULL;
-}
-static void *stress_freer(void *arg) {
-    long id = (long)(intptr_t)arg;
-    long bad = 0;
-    for (;;) {
-        long out = atomic_load(&ring_out[id]);
-        if (out == atomic_load(&ring_in[id])) {
-            if (atomic_load(&stop)) break;
-            sched_yield();
-            continue;
-        }
-        slot_t *s = &ring[id][out % SLOTS];
-        bad += !intact(s->p, s->n, s->tag);
-        free(s->p);
-        atomic_store(&ring_out[id], out + 1);
-    }
-    return (void *)(intptr_t)bad;
-}
 static void *stress_driver(void *arg) {
     (void)arg;
     uint64_t t = _ts_os_now_ns() + ((uint64_t)1 << 44);
@@ -444,26 +338,7 @@ static void *stress_driver(void *arg) {
 static void test_stress(void) {
     CHECK(ts_option_set("purge_delay_ms", 1));
     size_t s0 = swept();
-    pthread_t owners[OWNERS], freers[OWNERS], driver;
-    for (long i = 0; i < OWNERS; i++) {
-        CHECK(pthread_create(&owners[i], NULL, stress_owner, (void *)(intptr_t)i) == 0);
-        CHECK(pthread_create(&freers[i], NULL, stress_freer, (void *)(intptr_t)i) == 0);
-    }
-    CHECK(pthread_create(&driver, NULL, stress_driver, NULL) == 0);
-    double t0 = now_s();
-    while (now_s() - t0 < STRESS_SECS) {
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    atomic_store(&stop, 1);
-    long bad = 0;
-    for (int i = 0; i < OWNERS; i++) {
-        CHECK(pthread_join(owners[i], NULL) == 0);
-        void *r;
-        CHECK(pthread_join(freers[i], &r) == 0);
-        bad += (long)(intptr_t)r;
-    }
-    CHECK(pthread_join(driver, NULL) == 0);
+    long bad = idle_stress_run(stress_owner_life, stress_driver, STRESS_SECS);
     CHECK_MSG(bad == 0, "%ld blocks lost their contents", bad);
     printf("stress: %ld + %ld blocks passed, %zu swept on the way\n", atomic_load(&ring_in[0]),
            atomic_load(&ring_in[1]), swept() - s0);

@@ -21,41 +21,30 @@ if(TARGET tsd_core)
     get_target_property(_core_srcs tsd_core SOURCES)
     get_target_property(_platform_srcs ts_platform SOURCES)
     list(TRANSFORM _platform_srcs PREPEND ${PROJECT_SOURCE_DIR}/)
-    add_executable(core_tsan ${CMAKE_CURRENT_LIST_DIR}/core_tsan.c ${_core_srcs} ${_platform_srcs})
-    target_include_directories(core_tsan PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOURCE_DIR}/src
+    # _core_tsan_test(<name> <source> <definition or ""> <args...>): the
+    # source built with the core's sources under ThreadSanitizer (the core is
+    # then reached through its ts_* names), run as a test.
+    function(_core_tsan_test name source definition)
+      add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/${source} ${_core_srcs} ${_platform_srcs})
+      target_include_directories(${name} PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOURCE_DIR}/src
                                                  ${PROJECT_SOURCE_DIR}/include)
-    target_compile_options(core_tsan PRIVATE ${_tsan_flags} ${TS_LIB_C_FLAGS})
-    target_link_options(core_tsan PRIVATE -fsanitize=thread)
-    target_link_libraries(core_tsan PRIVATE Threads::Threads)
-    add_test(NAME core_tsan COMMAND core_tsan 4 3 15000)
-    set_tests_properties(core_tsan PROPERTIES TIMEOUT 300
-      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
+      if(definition)
+        target_compile_definitions(${name} PRIVATE ${definition})
+      endif()
+      target_compile_options(${name} PRIVATE ${_tsan_flags} ${TS_LIB_C_FLAGS})
+      target_link_options(${name} PRIVATE -fsanitize=thread)
+      target_link_libraries(${name} PRIVATE Threads::Threads)
+      add_test(NAME ${name} COMMAND ${name} ${ARGN})
+      set_tests_properties(${name} PROPERTIES TIMEOUT 300
+        ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
+    endfunction()
+    _core_tsan_test(core_tsan core_tsan.c "" 4 3 15000)
     # The rescue races of core_rescue.c (owners freeing into pages the purge
-    # thread holds claimed), through the ts_* names.
-    add_executable(core_rescue_tsan ${CMAKE_CURRENT_LIST_DIR}/core_rescue.c ${_core_srcs}
-                                    ${_platform_srcs})
-    target_include_directories(core_rescue_tsan PRIVATE ${TS_TEST_SUPPORT}
-                               ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
-    target_compile_definitions(core_rescue_tsan PRIVATE RESCUE_TSAN)
-    target_compile_options(core_rescue_tsan PRIVATE ${_tsan_flags} ${TS_LIB_C_FLAGS})
-    target_link_options(core_rescue_tsan PRIVATE -fsanitize=thread)
-    target_link_libraries(core_rescue_tsan PRIVATE Threads::Threads)
-    add_test(NAME core_rescue_tsan COMMAND core_rescue_tsan)
-    set_tests_properties(core_rescue_tsan PROPERTIES TIMEOUT 300
-      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
+    # thread holds claimed).
+    _core_tsan_test(core_rescue_tsan core_rescue.c RESCUE_TSAN)
     # The sweep's races (core_sweep.c): lists borrowed from pages whose
     # owners wake, free into them and exit.
-    add_executable(core_sweep_tsan ${CMAKE_CURRENT_LIST_DIR}/core_sweep.c ${_core_srcs}
-                                   ${_platform_srcs})
-    target_include_directories(core_sweep_tsan PRIVATE ${TS_TEST_SUPPORT}
-                               ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
-    target_compile_definitions(core_sweep_tsan PRIVATE SWEEP_TSAN)
-    target_compile_options(core_sweep_tsan PRIVATE ${_tsan_flags} ${TS_LIB_C_FLAGS})
-    target_link_options(core_sweep_tsan PRIVATE -fsanitize=thread)
-    target_link_libraries(core_sweep_tsan PRIVATE Threads::Threads)
-    add_test(NAME core_sweep_tsan COMMAND core_sweep_tsan)
-    set_tests_properties(core_sweep_tsan PROPERTIES TIMEOUT 300
-      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
+    _core_tsan_test(core_sweep_tsan core_sweep.c SWEEP_TSAN)
   else()
     message(STATUS "ThreadSanitizer unavailable: core_tsan test skipped")
   endif()

@@ -59,7 +59,7 @@ static void rescue_wake(ts_heap_t *heap) {
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&heap->rescue_parked, memory_order_relaxed) &&
         atomic_exchange_explicit(&heap->rescue_parked, 0, memory_order_relaxed))
-        _ts_purge_schedule();
+        _ts_purge_schedule_look();
 }
 
 /* The page is in its owner's full list: give the chain to the owner heap,
@@ -79,7 +79,7 @@ static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
     /* Blocks now wait for the owner: should it stay idle, the purge thread
      * rescues its pages (rescue.c). Once per non-empty spell of the list. */
     if (!old)
-        _ts_purge_schedule();
+        _ts_purge_schedule_look();
     else
         rescue_wake(owner);
 }

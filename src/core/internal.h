@@ -403,7 +403,8 @@ struct ts_heap {
     uint32_t rescue_seen_slow; /* slow_count at the last look */
     uint8_t rescue_armed;      /* blocks were waiting in `delayed` at the last look */
     uint8_t rescue_backoff;    /* looks in a row that rescued nothing: wait 2^n periods */
-    uint64_t rescue_at;        /* no look before this (ns) */
+    uint64_t rescue_at;        /* no rescue before this (ns) */
+    uint64_t rescue_idle_at;   /* idle long enough from then, if slow_count stays */
     /* sweep.c's own, under the pool lock: */
     uint32_t sweep_seen_slow;                  /* slow_count at the last sweep pass */
     uint8_t sweep_armed;                       /* sweep_seen_slow is set */
@@ -459,7 +460,8 @@ enum ts_option {
 TS_HIDDEN void _ts_options_init(void);
 TS_HIDDEN long long _ts_option(enum ts_option opt);
 TS_HIDDEN uint64_t _ts_purge_delay_ns(void);
-TS_HIDDEN uint64_t _ts_idle_min_ns(void); /* options.c: idle owner (rescue.c, sweep.c) */
+TS_HIDDEN uint64_t _ts_idle_min_ns(void);    /* options.c: idle owner (rescue.c, sweep.c) */
+TS_HIDDEN uint64_t _ts_look_period_ns(void); /* options.c: between their looks */
 TS_HIDDEN void _ts_verbose(int level, const char *fmt, ...);
 
 /* init.c */
@@ -629,6 +631,7 @@ TS_HIDDEN void _ts_large_atfork_child(void);
  * thread (purge.c). */
 #define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
 TS_HIDDEN void _ts_purge_schedule(void);
+TS_HIDDEN void _ts_purge_schedule_look(void);
 /* A thread with a heap ended: the helper looks whether main has exited (and
  * then ends, so that it does not keep the process alive). */
 TS_HIDDEN void _ts_purge_thread_ended(void);

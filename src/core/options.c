@@ -75,6 +75,14 @@ uint64_t _ts_idle_min_ns(void) {
     return idle > 10000000u ? idle : 10000000u;
 }
 
+/* How far apart the purge thread looks at idle threads' memory (rescue.c,
+ * sweep.c): the purge delay, at least 10 ms, so that a short delay does not
+ * make it look at every thread's heap a thousand times a second. */
+uint64_t _ts_look_period_ns(void) {
+    uint64_t delay = _ts_purge_delay_ns();
+    return delay > 10000000u ? delay : 10000000u;
+}
+
 void _ts_verbose(int level, const char *fmt, ...) {
     if (_ts_option(TS_OPT_VERBOSE) < level) return;
     va_list ap;

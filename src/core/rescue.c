@@ -7,8 +7,9 @@
  * resident until it allocates again. When a page of the full list gets its
  * first block back, the freer hands the blocks to the owner heap's `delayed`
  * list (free.c); later blocks go to the page's thread_free. So a heap whose
- * `delayed` list stayed non-empty while its slow path did not run for a
- * purge delay is idle with blocks waiting: the purge thread takes that list,
+ * `delayed` list stayed non-empty while its slow path did not run for five
+ * purge delays (_ts_idle_min_ns; looks a period apart, the purge delay or
+ * 10 ms, tell) is idle with blocks waiting: the purge thread takes that list,
  * and for each page in it whose blocks are now all free (those in the list
  * plus those in thread_free make `used`), it empties thread_free, purges the
  * page's memory and marks it rescued. The page stays in the owner's full
@@ -39,7 +40,6 @@
 #include "core/internal.h"
 
 #define RESCUE_BACKOFF_MAX 6 /* looks 1, 2, ... 2^6 periods apart, then it parks */
-#define RESCUE_PERIOD_MIN  ((uint64_t)10000000) /* ns: the period with a shorter purge delay */
 
 /* A run of the taken list: blocks of one page, consecutive in the list. */
 typedef struct run {
@@ -152,22 +152,26 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
         return UINT64_MAX;
     }
     if (atomic_load_explicit(&heap->rescue_parked, memory_order_relaxed)) return UINT64_MAX;
-    uint64_t delay = _ts_purge_delay_ns();
-    uint64_t period = delay > RESCUE_PERIOD_MIN ? delay : RESCUE_PERIOD_MIN;
+    uint64_t period = _ts_look_period_ns();
     uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed);
-    bool idle = heap->rescue_armed && slow == heap->rescue_seen_slow;
-    if (!idle || now < heap->rescue_at) {
-        if (!idle) { /* first seen waiting, or the owner ran since: look again later */
-            heap->rescue_armed = 1;
-            heap->rescue_seen_slow = slow;
-            heap->rescue_backoff = 0;
-            heap->rescue_at = now + _ts_idle_min_ns(); /* idle that long first */
-            /* A pass of malloc_trim's or of a slow path drops the deadline:
-             * the helper's next pass learns it. (Not from the helper's own
-             * pass: with a purge delay under the period that would make it
-             * pass again at once, over and over while the owner is busy.) */
-            if (!_ts_purge_is_helper()) _ts_purge_schedule();
-        }
+    if (!heap->rescue_armed || slow != heap->rescue_seen_slow) {
+        /* First seen waiting, or the owner ran since: idle from now on. */
+        heap->rescue_armed = 1;
+        heap->rescue_seen_slow = slow;
+        heap->rescue_backoff = 0;
+        heap->rescue_idle_at = heap->rescue_at = now + _ts_idle_min_ns();
+        /* A pass of malloc_trim's or of a slow path drops the deadline:
+         * the helper's next pass learns it. (Not from the helper's own
+         * pass: with a purge delay under the period that would make it
+         * pass again at once, over and over while the owner is busy.) */
+        if (!_ts_purge_is_helper()) _ts_purge_schedule_look();
+    }
+    if (now < heap->rescue_at) {
+        /* Until the owner counts as idle, look a period apart: the helper's
+         * deadline then stays within a purge delay, so the hand-overs of a
+         * busy owner's pages (free.c) do not wake it for a pass each (a pass
+         * per hand-over made xthread 1.2x slower). */
+        if (now < heap->rescue_idle_at && now + period < heap->rescue_idle_at) return now + period;
         return heap->rescue_at;
     }
     uint32_t rescued = rescue_heap(heap, slow);

@@ -52,8 +52,7 @@
  */
 #include "core/internal.h"
 
-#define SWEEP_OS_PAGE    ((uintptr_t)4096)
-#define SWEEP_PERIOD_MIN ((uint64_t)10000000) /* ns */
+#define SWEEP_OS_PAGE ((uintptr_t)4096)
 
 _Atomic int _ts_sweep_wanted;
 /* One pass at a time: it holds lists outside any other lock while it purges
@@ -69,7 +68,8 @@ static unsigned sweep_window;
 /* A push of a sweepable block (free.c): the first since the last pass asks
  * for one. */
 void _ts_sweep_request(void) {
-    if (!atomic_exchange_explicit(&_ts_sweep_wanted, 1, memory_order_relaxed)) _ts_purge_schedule();
+    if (!atomic_exchange_explicit(&_ts_sweep_wanted, 1, memory_order_relaxed))
+        _ts_purge_schedule_look();
 }
 
 /* A swept block's third word: its free mark mixed with this constant and
@@ -174,8 +174,7 @@ void _ts_sweep_give_back(ts_sweep_held_t *h) {
  * for it); returns when the next is. */
 uint64_t _ts_heaps_sweep(uint64_t now) {
     if (!_ts_option(TS_OPT_RESCUE)) return UINT64_MAX;
-    uint64_t delay = _ts_purge_delay_ns();
-    uint64_t period = delay > SWEEP_PERIOD_MIN ? delay : SWEEP_PERIOD_MIN;
+    uint64_t period = _ts_look_period_ns();
     pthread_mutex_lock(&sweep_lock);
     bool due = sweep_at != UINT64_MAX && now >= sweep_at;
     if (sweep_at == UINT64_MAX) {

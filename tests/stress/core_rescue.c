@@ -28,6 +28,11 @@
  * 6. Parking: with blocks still out the helper stops looking at the heap
  *    (no pass in a second), and a free that makes a page whole wakes it: the
  *    page is rescued.
+ * 7. A busy owner: its full pages get blocks back every round (a hand-over
+ *    each round) while it keeps allocating. Once the helper has seen it
+ *    waiting, those hand-overs must not wake the helper for a pass each
+ *    (purge delay 10 s: the helper looks a period, 10 s, apart; before the
+ *    fix every round made a pass).
  * core_rescue_tsan runs 2, 5 and 4 under ThreadSanitizer (tsan.cmake).
  */
 #include <malloc.h>
@@ -454,6 +459,52 @@ static void test_parking(void) {
     printf("parking: no pass while parked (%zu), woken by the free that made a page whole\n", runs);
 }
 
+/* ---- 7 ---- */
+
+#define BUSY_BLOCKS 4096 /* 64 B: four full small pages a round */
+#define BUSY_ROUNDS 200
+
+static void busy_alloc(owner_t *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        o->blocks[i] = malloc(64);
+        CHECK(o->blocks[i] != NULL);
+        fill(o->blocks[i], 64, i + 7);
+    }
+}
+static void busy_free(owner_t *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        CHECK(intact(o->blocks[i], 64, i + 7));
+        free(o->blocks[i]); /* full batches go to full pages: hand-overs */
+    }
+}
+static int heap_armed(void *heap) {
+    return __atomic_load_n(&((ts_heap_t *)heap)->rescue_armed, __ATOMIC_RELAXED);
+}
+
+static void test_busy_owner(void) {
+    CHECK(ts_option_set("purge_delay_ms", 10000));
+    CHECK(_ts_purge_thread_running());
+    owner_t o;
+    pthread_t t = owner_start(&o, BUSY_BLOCKS);
+    owner_run(&o, busy_alloc);
+    ts_page_t *page = NULL;
+    CHECK(_ts_locate(o.blocks[0], &page) == TS_PTR_BLOCK);
+    ts_heap_t *heap = (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+    busy_free(&o);
+    /* The helper's first look at the waiting heap (woken by the hand-over). */
+    CHECK_MSG(wait_for(heap_armed, heap, 20.0), "the helper never looked at the heap");
+    size_t runs = atomic_load(&_ts_stats.purge_runs);
+    for (int r = 0; r < BUSY_ROUNDS; r++) {
+        owner_run(&o, busy_alloc); /* its slow path takes the blocks handed over */
+        busy_free(&o);
+    }
+    runs = atomic_load(&_ts_stats.purge_runs) - runs;
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    CHECK_MSG(runs <= 10, "%zu purge passes in %d rounds of hand-overs", runs, BUSY_ROUNDS);
+    printf("busy owner: %zu passes in %d rounds\n", runs, BUSY_ROUNDS);
+}
+
 int main(void) {
     free(malloc(1));
 #ifdef RESCUE_TSAN /* the races only: RSS, aborts and timing are core_rescue's */
@@ -471,6 +522,7 @@ int main(void) {
                           "tsalloc: realloc(): double free of 0x"));
     test_unfull_race();
     test_parking();
+    test_busy_owner();
     test_stress();
     return 0;
 }

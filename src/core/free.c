@@ -77,11 +77,12 @@ static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
                                                   memory_order_release, memory_order_relaxed)) {
     }
     /* Blocks now wait for the owner: should it stay idle, the purge thread
-     * rescues its pages (rescue.c). Once per non-empty spell of the list. */
-    if (!old)
-        _ts_purge_schedule_look();
-    else
-        rescue_wake(owner);
+     * rescues its pages (rescue.c). Once per non-empty spell of the list; and
+     * a heap parked in an earlier spell is woken, whichever this is (with no
+     * pass between the spells it stayed parked, and a page whose blocks all
+     * came back in this hand-over stayed resident). */
+    if (!old) _ts_purge_schedule_look();
+    rescue_wake(owner);
 }
 
 void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, uint32_t count) {

@@ -166,6 +166,12 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
          * pass again at once, over and over while the owner is busy.) */
         if (!_ts_purge_is_helper()) _ts_purge_schedule_look();
     }
+    if (now < heap->rescue_idle_at) {
+        /* A purge delay lowered since: idle as soon as the new one says (the
+         * deadline was taken with the old one, 5 hours out at its maximum). */
+        uint64_t idle_at = now + _ts_idle_min_ns();
+        if (idle_at < heap->rescue_idle_at) heap->rescue_idle_at = heap->rescue_at = idle_at;
+    }
     if (now < heap->rescue_at) {
         /* Until the owner counts as idle, look a period apart: the helper's
          * deadline then stays within a purge delay, so the hand-overs of a

@@ -33,6 +33,9 @@
  *    waiting, those hand-overs must not wake the helper for a pass each
  *    (purge delay 10 s: the helper looks a period, 10 s, apart; before the
  *    fix every round made a pass).
+ * 8. A purge delay lowered while a heap waits applies to it: armed with a
+ *    10 s delay (idle in 50 s), then 20 ms, its pages are rescued within
+ *    the test's 20 s wait (before, only 5 old delays after the first look).
  * core_rescue_tsan runs 2, 5 and 4 under ThreadSanitizer (tsan.cmake).
  */
 #include <malloc.h>
@@ -505,6 +508,34 @@ static void test_busy_owner(void) {
     printf("busy owner: %zu passes in %d rounds\n", runs, BUSY_ROUNDS);
 }
 
+/* ---- 8 ---- */
+
+static void *busy_free_and_exit(void *arg) {
+    busy_free(arg); /* its exit pushes the last batches */
+    return NULL;
+}
+
+static void test_delay_lowered(void) {
+    CHECK(ts_option_set("purge_delay_ms", 10000));
+    owner_t o;
+    pthread_t t = owner_start(&o, BUSY_BLOCKS);
+    owner_run(&o, busy_alloc);
+    ts_page_t *page = NULL;
+    CHECK(_ts_locate(o.blocks[0], &page) == TS_PTR_BLOCK);
+    ts_heap_t *heap = (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+    rescued_target = atomic_load(&_ts_stats.rescued_pages) + 1;
+    pthread_t freer;
+    CHECK(pthread_create(&freer, NULL, busy_free_and_exit, &o) == 0);
+    CHECK(pthread_join(freer, NULL) == 0);
+    CHECK_MSG(wait_for(heap_armed, heap, 20.0), "the helper never looked at the heap");
+    CHECK(ts_option_set("purge_delay_ms", 20)); /* idle after 100 ms now */
+    CHECK_MSG(wait_for(rescued_reached, NULL, 20.0),
+              "no page rescued in 20 s after the purge delay was lowered");
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    printf("purge delay lowered while a heap waited: its pages rescued\n");
+}
+
 int main(void) {
     free(malloc(1));
 #ifdef RESCUE_TSAN /* the races only: RSS, aborts and timing are core_rescue's */
@@ -523,6 +554,7 @@ int main(void) {
     test_unfull_race();
     test_parking();
     test_busy_owner();
+    test_delay_lowered();
     test_stress();
     return 0;
 }

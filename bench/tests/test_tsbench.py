@@ -298,6 +298,43 @@ class StatisticsTest(unittest.TestCase):
         self.assertIn("<td class='good'>0.90 [0.90-0.90]</td>", page)
         self.assertIn("<td class='worse'>1.05 [1.05-1.05]</td>", page)
 
+    def test_paired_ratio_against_a_baseline(self):
+        """--baseline: every allocator's time paired with one named allocator
+        (an older build, say), in every report."""
+        allocs, summaries = self.paired_cells()
+        cells = {}
+        speed = [1.0, 2.9, 1.4, 2.2, 1.1, 3.0, 1.7, 2.5, 1.2, 2.0, 1.5]
+        factor = {"glibc": 2.0, "jemalloc": 1.0, "tcmalloc": 1.05, "tsalloc": 0.9,
+                  "even": 0.9}
+        for a in allocs:
+            cells[("w", a.name)] = [fake_run(time_s=0.05 * f * factor[a.name]) for f in speed]
+        summaries = [tsbench.summarize(self.wl, a, cells[("w", a.name)], 2) for a in allocs]
+        tsbench.add_ratios(summaries, allocs, cells, "tcmalloc")
+        by = {s["allocator"]: s for s in summaries}
+        self.assertAlmostEqual(by["tsalloc"]["paired_baseline"], 0.9 / 1.05)
+        self.assertEqual(by["tsalloc"]["baseline_n"], 11)
+        self.assertEqual(tsbench.paired_verdict(by["tsalloc"], tsbench.BASELINE_KEYS), "faster")
+        self.assertEqual(tsbench.paired_verdict(by["glibc"], tsbench.BASELINE_KEYS), "slower")
+        self.assertIsNone(by["tcmalloc"]["paired_baseline"])  # the baseline itself
+        self.assertEqual(tsbench.baseline_name(summaries), "tcmalloc")
+        text = tsbench.format_tables(summaries, allocs, [self.wl], 2)
+        block = text[text.index("== time against the baseline tcmalloc"):].splitlines()
+        self.assertIn("tsalloc 0.86 [0.86-0.86] <", block[1])
+        self.assertIn("glibc 1.90 [1.90-1.90] >", block[1])
+        doc = {"machine": {"cpu": "c", "cores": 2}, "config": {"runs": 11},
+               "allocators": [a.to_json() for a in allocs],
+               "workloads": [{"name": "w", "what": "test", "args": []}],
+               "summary": json.loads(json.dumps(summaries))}
+        md = tsbench.markdown_report(doc)
+        self.assertIn("**Against the baseline tcmalloc, paired by round:**", md)
+        # Without a baseline: no such values and no such section.
+        summaries = [tsbench.summarize(self.wl, a, cells[("w", a.name)], 2) for a in allocs]
+        tsbench.add_ratios(summaries, allocs, cells)
+        self.assertIsNone(summaries[3]["paired_baseline"])
+        self.assertIsNone(tsbench.baseline_name(summaries))
+        self.assertNotIn("against the baseline",
+                         tsbench.format_tables(summaries, allocs, [self.wl], 2))
+
     def test_background_load(self):
         # 10 s on 2 CPUs; the CPUs were busy 10 s, of which tsbench and its
         # runs used 5: others took 5 of 20.
@@ -544,6 +581,23 @@ class CliTest(unittest.TestCase):
         code, _, _ = run_main(args + ["--allocators", "glibc,crashy",
                                       "--out", os.path.join(self.root, "b")])
         self.assertEqual(code, 1)
+
+    def test_baseline_end_to_end(self):
+        args = ["--build", self.build, "--peer-dir", self.peers, "--workloads", "fastpath",
+                "--no-plots", "--runs", "6", "--callgrind", "off"]
+        code, out, _ = run_main(args + ["--allocators", "glibc,tsalloc", "--baseline", "nosuch",
+                                        "--out", os.path.join(self.root, "d")])
+        self.assertEqual(code, 2)
+        self.assertIn("--baseline nosuch is not one of the allocators run", out)
+        code, out, _ = run_main(args + ["--allocators", "glibc,tsalloc", "--baseline", "glibc",
+                                        "--out", os.path.join(self.root, "e")])
+        self.assertEqual(code, 0)
+        self.assertRegex(out, r"== time against the baseline glibc.*\n  fastpath +tsalloc "
+                              r"\d\.\d\d \[")
+        with open(os.path.join(self.root, "e", "summary.csv")) as f:
+            rows = {r["allocator"]: r for r in csv.DictReader(f)}
+        self.assertNotEqual(rows["tsalloc"]["paired_baseline"], "")
+        self.assertEqual(rows["glibc"]["paired_baseline"], "")
 
     def test_workload_not_built_is_skipped(self):
         code, out, _ = run_main(["--build", self.build, "--peer-dir", self.peers, "--quick",

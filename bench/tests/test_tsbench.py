@@ -162,6 +162,14 @@ def fake_run(status=tsbench.OK, time_s=0.1, rss=1000, check=42, threads=1):
     return r
 
 
+def report_doc(allocs, summaries):
+    """A results.json document around one workload "w" (for markdown_report)."""
+    return {"machine": {"cpu": "c", "cores": 2}, "config": {"runs": 11},
+            "allocators": [a.to_json() for a in allocs],
+            "workloads": [{"name": "w", "what": "test", "args": []}],
+            "summary": json.loads(json.dumps(summaries))}
+
+
 class StatisticsTest(unittest.TestCase):
     def setUp(self):
         self.wl = tsbench.Workload("w", "test", [], [])
@@ -276,11 +284,7 @@ class StatisticsTest(unittest.TestCase):
         got = dict(zip(block[1].split()[1:], block[2].split()[1:]))
         self.assertEqual(got, {"glibc": "2.00>", "jemalloc": "*", "tcmalloc": "1.05>",
                                "tsalloc": "0.90<", "even": "1.05="})
-        doc = {"machine": {"cpu": "c", "cores": 2}, "config": {"runs": 11},
-               "allocators": [a.to_json() for a in allocs],
-               "workloads": [{"name": "w", "what": "test", "args": []}],
-               "summary": json.loads(json.dumps(summaries))}
-        md = tsbench.markdown_report(doc)
+        md = tsbench.markdown_report(report_doc(allocs, summaries))
         self.assertIn("**Against the fastest peer, paired by round:**", md)
         row = next(l for l in md.splitlines() if l.startswith("| w |") and "fastest peer" in l)
         self.assertIn("**0.90 [0.90, 0.90]**", row)
@@ -321,11 +325,7 @@ class StatisticsTest(unittest.TestCase):
         block = text[text.index("== time against the baseline tcmalloc"):].splitlines()
         self.assertIn("tsalloc 0.86 [0.86-0.86] <", block[1])
         self.assertIn("glibc 1.90 [1.90-1.90] >", block[1])
-        doc = {"machine": {"cpu": "c", "cores": 2}, "config": {"runs": 11},
-               "allocators": [a.to_json() for a in allocs],
-               "workloads": [{"name": "w", "what": "test", "args": []}],
-               "summary": json.loads(json.dumps(summaries))}
-        md = tsbench.markdown_report(doc)
+        md = tsbench.markdown_report(report_doc(allocs, summaries))
         self.assertIn("**Against the baseline tcmalloc, paired by round:**", md)
         # Without a baseline: no such values and no such section.
         summaries = [tsbench.summarize(self.wl, a, cells[("w", a.name)], 2) for a in allocs]

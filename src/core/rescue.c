@@ -166,20 +166,18 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
          * pass again at once, over and over while the owner is busy.) */
         if (!_ts_purge_is_helper()) _ts_purge_schedule_look();
     }
-    if (now < heap->rescue_idle_at) {
+    if (now < heap->rescue_idle_at) { /* rescue_at is the same until then */
         /* A purge delay lowered since: idle as soon as the new one says (the
          * deadline was taken with the old one, 5 hours out at its maximum). */
         uint64_t idle_at = now + _ts_idle_min_ns();
         if (idle_at < heap->rescue_idle_at) heap->rescue_idle_at = heap->rescue_at = idle_at;
-    }
-    if (now < heap->rescue_at) {
         /* Until the owner counts as idle, look a period apart: the helper's
-         * deadline then stays within a purge delay, so the hand-overs of a
-         * busy owner's pages (free.c) do not wake it for a pass each (a pass
-         * per hand-over made xthread 1.2x slower). */
-        if (now < heap->rescue_idle_at && now + period < heap->rescue_idle_at) return now + period;
-        return heap->rescue_at;
+         * deadline then stays within a period, so the hand-overs to a busy
+         * owner's pages (free.c) do not wake it for a pass each (a pass per
+         * hand-over made xthread 1.2x slower). */
+        return now + period < heap->rescue_idle_at ? now + period : heap->rescue_idle_at;
     }
+    if (now < heap->rescue_at) return heap->rescue_at; /* backing off */
     uint32_t rescued = rescue_heap(heap, slow);
     heap->rescue_seen_slow = slow;
     if (!rescued && heap->rescue_backoff == RESCUE_BACKOFF_MAX) {

@@ -484,15 +484,22 @@ static int heap_armed(void *heap) {
     return __atomic_load_n(&((ts_heap_t *)heap)->rescue_armed, __ATOMIC_RELAXED);
 }
 
-static void test_busy_owner(void) {
+/* With a purge delay of 10 s (idle after 50 s), an owner that has filled
+ * four pages and waits; returns its heap. */
+static ts_heap_t *busy_owner_start(owner_t *o, pthread_t *t) {
     CHECK(ts_option_set("purge_delay_ms", 10000));
     CHECK(_ts_purge_thread_running());
-    owner_t o;
-    pthread_t t = owner_start(&o, BUSY_BLOCKS);
-    owner_run(&o, busy_alloc);
+    *t = owner_start(o, BUSY_BLOCKS);
+    owner_run(o, busy_alloc);
     ts_page_t *page = NULL;
-    CHECK(_ts_locate(o.blocks[0], &page) == TS_PTR_BLOCK);
-    ts_heap_t *heap = (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+    CHECK(_ts_locate(o->blocks[0], &page) == TS_PTR_BLOCK);
+    return (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+}
+
+static void test_busy_owner(void) {
+    owner_t o;
+    pthread_t t;
+    ts_heap_t *heap = busy_owner_start(&o, &t);
     busy_free(&o);
     /* The helper's first look at the waiting heap (woken by the hand-over). */
     CHECK_MSG(wait_for(heap_armed, heap, 20.0), "the helper never looked at the heap");
@@ -516,13 +523,9 @@ static void *busy_free_and_exit(void *arg) {
 }
 
 static void test_delay_lowered(void) {
-    CHECK(ts_option_set("purge_delay_ms", 10000));
     owner_t o;
-    pthread_t t = owner_start(&o, BUSY_BLOCKS);
-    owner_run(&o, busy_alloc);
-    ts_page_t *page = NULL;
-    CHECK(_ts_locate(o.blocks[0], &page) == TS_PTR_BLOCK);
-    ts_heap_t *heap = (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+    pthread_t t;
+    ts_heap_t *heap = busy_owner_start(&o, &t);
     rescued_target = atomic_load(&_ts_stats.rescued_pages) + 1;
     pthread_t freer;
     CHECK(pthread_create(&freer, NULL, busy_free_and_exit, &o) == 0);

@@ -207,9 +207,12 @@ typedef struct ts_page {
     /* Bytes from base that may be resident: raised by the owner as it carves
      * (whatever the class), cleared by a purge (under the segment lock). */
     uint32_t touched;
-    /* sweep.c's own (sweep lock): thread_free as its last sweep left it
-     * (unchanged: nothing new). */
-    uint64_t swept_tf;
+    uint8_t purge_refusals; /* purges the OS refused in a row since the page was freed */
+    /* thread_free as the last sweep left it (sweep.c, sweep lock: unchanged,
+     * nothing new came). The owner clears it when it takes a list, else a
+     * list made again the same way (same head, same count) after the owner
+     * reused the blocks passed for the swept one and was never swept. */
+    _Atomic uint64_t swept_tf;
     /* Read-mostly: set when the page is (re)initialised or grows; remote
      * freers read it to validate pointers without disturbing the owner. */
     _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */
@@ -310,9 +313,13 @@ TS_INLINE uintptr_t ts_page_owner(const ts_page_t *page) {
 TS_INLINE bool ts_page_take_all_back(ts_page_t *page) {
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
     if (ts_tf_count(w) != page->used) return false;
-    return !ts_tf_count(w) || atomic_compare_exchange_strong_explicit(
-                                  &page->thread_free, &w, ts_tf_make(NULL, 0, ts_tf_state(w)),
-                                  memory_order_acquire, memory_order_relaxed);
+    if (!ts_tf_count(w)) return true;
+    if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &w,
+                                                 ts_tf_make(NULL, 0, ts_tf_state(w)),
+                                                 memory_order_acquire, memory_order_relaxed))
+        return false;
+    atomic_store_explicit(&page->swept_tf, 0, memory_order_relaxed); /* taken: see swept_tf */
+    return true;
 }
 
 /* The second word of a free block (blocks are at least 16 bytes) holds its
@@ -591,6 +598,8 @@ typedef struct ts_sweep_held { /* a thread_free list a pass holds */
 } ts_sweep_held_t;
 TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
 TS_HIDDEN void _ts_sweep_request(void);
+TS_HIDDEN void _ts_sweep_rescue_on(void);         /* TSALLOC_RESCUE set to 1 at run time */
+TS_HIDDEN uint64_t _ts_sweep_next(void);          /* for tests: the next pass (UINT64_MAX: none) */
 TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* sweep.c: one pass, if due */
 /* heap.c: pool lock; the idle heaps from the window-th TS_SWEEP_MAX_IDLE on,
  * returns how many are idle in all. */
@@ -632,6 +641,7 @@ TS_HIDDEN void _ts_large_atfork_child(void);
 #define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
 TS_HIDDEN void _ts_purge_schedule(void);
 TS_HIDDEN void _ts_purge_schedule_look(void);
+TS_HIDDEN bool _ts_purge_helper_idle(void); /* for tests */
 /* A thread with a heap ended: the helper looks whether main has exited (and
  * then ends, so that it does not keep the process alive). */
 TS_HIDDEN void _ts_purge_thread_ended(void);

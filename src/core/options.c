@@ -114,6 +114,7 @@ TS_EXPORT bool ts_option_set(const char *name, long long value) {
         _ts_abandoned_delay_changed(_ts_os_now_ns());
         _ts_purge_delay_changed();
     }
+    if (i == TS_OPT_RESCUE && value) _ts_sweep_rescue_on();
     return true;
 }
 

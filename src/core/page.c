@@ -200,6 +200,7 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     atomic_store_explicit(&page->rescued, 0, memory_order_relaxed);
     page->next = page->prev = NULL;
     atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
+    atomic_store_explicit(&page->swept_tf, 0, memory_order_relaxed);
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
 }
 
@@ -239,6 +240,7 @@ static bool page_take_remote(ts_page_t *page) {
                                                   memory_order_acquire, memory_order_relaxed)) {
     }
     ts_block_t *list = ts_tf_ptr(w);
+    if (list) atomic_store_explicit(&page->swept_tf, 0, memory_order_relaxed); /* see swept_tf */
     page->free = list;
     if (!page->is_head) page->used -= ts_tf_count(w);
     /* Touch the first blocks now: these lines were written by the freeing

@@ -100,12 +100,18 @@ void _ts_purge_schedule(void) {
     schedule(&pt_pending);
 }
 
+/* For tests: the helper runs and sleeps with no deadline (nothing to do). */
+bool _ts_purge_helper_idle(void) {
+    return atomic_load(&pt_state) == PT_RUNNING && atomic_load(&pt_sleeping) == SLEEP_IDLE;
+}
+
 /* A look at idle threads' memory (rescue.c, sweep.c): those look a period
  * apart, so a request need not wake a helper that will look within a period.
  * (Taken as due in a purge delay, every hand-over to a busy thread's full
- * pages woke the helper for a pass: up to 2,300 passes in 0.2 s of xthread.) */
+ * pages woke the helper for a pass: up to 2,300 passes in 0.2 s of xthread;
+ * so they did with TSALLOC_RESCUE=0 until the requests were dropped then.) */
 void _ts_purge_schedule_look(void) {
-    schedule(&pt_pending_look);
+    if (_ts_option(TS_OPT_RESCUE)) schedule(&pt_pending_look); /* off: no such look */
 }
 
 /* The purge delay changed. A helper asleep towards a deadline taken with a

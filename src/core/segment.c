@@ -234,31 +234,48 @@ static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
 }
 
 /* Give back the pages in `mask` (free and dirty), one call per run of
- * neighbouring pages. */
-static void purge_pages(ts_segment_t *seg, uint64_t mask) {
+ * neighbouring pages; returns the pages whose purge the OS refused (locked
+ * memory, or the test hook). With `keep_refused` those stay dirty and
+ * counted as resident, their purge due again a look period after `now`,
+ * doubled at each refusal in a row up to 32 periods (memory locked for good
+ * costs one call in 3.2 s); without (a segment laid out anew), they count
+ * as given back. */
+#define PURGE_RETRY_MAX_SHIFT 5
+static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now, bool keep_refused) {
     unsigned halves = 0;
     for (uint64_t m = mask; m; m &= m - 1)
         halves |= 1u << page_half(seg, (unsigned)__builtin_ctzll(m));
     huge_halves_split(seg, halves);
     size_t total = 0;
+    uint64_t refused = 0;
     while (mask) {
         unsigned first = (unsigned)__builtin_ctzll(mask), last = first;
         while (last + 1 < TS_MAX_PAGES && (mask & ((uint64_t)1 << (last + 1)))) last++;
         ts_page_t *a = &seg->pages[first], *b = &seg->pages[last];
         size_t len = b->base + b->area - a->base;
+        uint64_t run = (last == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (last + 1)) - 1)) &
+                       ~(((uint64_t)1 << first) - 1);
+        mask &= ~run;
         bool purged = _ts_os_purge((void *)a->base, len);
+        if (!purged && keep_refused) {
+            for (unsigned i = first; i <= last; i++) {
+                ts_page_t *page = &seg->pages[i];
+                if (page->purge_refusals <= PURGE_RETRY_MAX_SHIFT) page->purge_refusals++;
+                page->purge_at = now + (_ts_look_period_ns() << (page->purge_refusals - 1));
+            }
+            refused |= run;
+            continue;
+        }
         for (unsigned i = first; i <= last; i++) {
             ts_page_set_state(&seg->pages[i], TS_PAGE_FREE_CLEAN);
             if (purged) seg->pages[i].touched = 0; /* else still resident (locked memory) */
         }
         total += len;
-        uint64_t run = (last == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (last + 1)) - 1)) &
-                       ~(((uint64_t)1 << first) - 1);
-        mask &= ~run;
     }
     _ts_stat_decommit(total);
     atomic_fetch_sub(&_ts_stats.dirty, total);
     atomic_fetch_add(&_ts_stats.purged, total);
+    return refused;
 }
 
 bool _ts_segment_purge_in_use(ts_page_t *page) {
@@ -288,8 +305,12 @@ static uint64_t purge_expired(ts_segment_t *seg, uint64_t now, bool force) {
             next = at;
     }
     if (expired) {
-        purge_pages(seg, expired);
-        atomic_fetch_and(&seg->dirty_mask, ~expired);
+        uint64_t refused = purge_pages(seg, expired, now, true);
+        atomic_fetch_and(&seg->dirty_mask, ~(expired & ~refused));
+        for (uint64_t m = refused; m; m &= m - 1) {
+            uint64_t at = seg->pages[__builtin_ctzll(m)].purge_at;
+            if (at < next) next = at;
+        }
     }
     atomic_store_explicit(&seg->purge_at_min, next, memory_order_relaxed);
     return next;
@@ -376,7 +397,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     unsigned first = kind == TS_KIND_SMALL ? 1 : 0; /* a small page 0 is the header */
     ts_spin_lock(&seg->lock);
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
-    if (dirty) purge_pages(seg, dirty); /* old layout's resident pages: give back now */
+    if (dirty) (void)purge_pages(seg, dirty, 0, false); /* the old layout's: give back now */
     atomic_store_explicit(&seg->dirty_mask, 0, memory_order_relaxed);
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
     seg->kind = (uint8_t)kind;
@@ -752,23 +773,26 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     /* A rescued page (rescue.c) was purged and decommitted already. */
     bool clean = atomic_load_explicit(&page->rescued, memory_order_relaxed);
     if (clean) atomic_store_explicit(&page->rescued, 0, memory_order_relaxed);
+    bool retry = false;
     ts_spin_lock(&seg->lock);
     ts_page_set_state(page, clean ? TS_PAGE_FREE_CLEAN : TS_PAGE_FREE_DIRTY);
     page->purge_at = at;
+    page->purge_refusals = 0;
     seg->free_mask |= bit;
     seg->used_pages--;
     unsigned used_pages = seg->used_pages;
     if (!clean) {
         atomic_fetch_add(&_ts_stats.dirty, page->area);
-        if (delay == 0) {
-            purge_pages(seg, bit);
-        } else {
+        /* Refused (purge_pages): dirty, due again later, as with a delay. */
+        retry = delay == 0 && purge_pages(seg, bit, at, true);
+        if (delay != 0 || retry) {
             atomic_fetch_or(&seg->dirty_mask, bit);
-            if (at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
-                atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+            if (page->purge_at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
+                atomic_store_explicit(&seg->purge_at_min, page->purge_at, memory_order_relaxed);
         }
     }
     ts_spin_unlock(&seg->lock);
+    if (retry) _ts_purge_schedule();
     atomic_fetch_sub(&_ts_stats.pages[seg->kind], 1);
     if (heap) {
         if (used_pages == 0) {

@@ -36,9 +36,14 @@
  *   not DETACHED, under the registry lock; they are purged without it, and
  *   pushed back as a remote freer would, whatever happened to the page
  *   meanwhile (full list, owner exited).
- * - A page's swept_tf is the pass's own (sweep lock): while it equals the
- *   page's thread_free word, nothing came since the last sweep (nor did the
- *   owner take the list) and the page is skipped, whatever its owner does.
+ * - A page's swept_tf is the word the last pass left in thread_free (written
+ *   under the sweep lock); the owner clears it when it takes a list. While
+ *   it equals the page's thread_free word, nothing came since the last sweep
+ *   and the owner did not take the list, and the page is skipped. (Without
+ *   the clearing, a list made again the same way, same head and count, after
+ *   the owner had reused the swept blocks was skipped as swept: found in the
+ *   thirteenth session, by a test whose second owner laid out its pages as
+ *   the first had.)
  *
  * When: a remote push of a block of a sweepable size sets _ts_sweep_wanted
  * (and wakes the helper) when it was clear; a pass a period later sweeps
@@ -126,9 +131,11 @@ void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count, uint32_
 unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h) {
     h->page = NULL;
     const ts_heap_t *heap = (const ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
+    /* swept_tf after thread_free: a list made again after the owner took the
+     * swept one was pushed after the owner cleared swept_tf, so it reads 0. */
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
     if (!heap || !ts_tf_ptr(w) || ts_tf_state(w) != TS_TF_NORMAL || (w & TS_TF_DETACHED) ||
-        w == page->swept_tf)
+        w == atomic_load_explicit(&page->swept_tf, memory_order_relaxed))
         return TS_SWEEP_NOTHING;
     unsigned lo = 0, hi = set->n; /* the owner in the idle set, by halves */
     while (lo < hi) {
@@ -166,8 +173,25 @@ void _ts_sweep_purge(ts_sweep_held_t *h) {
  * push the page may be retired. */
 void _ts_sweep_give_back(ts_sweep_held_t *h) {
     ts_page_t *page = h->page;
-    page->swept_tf = ts_tf_make(h->head, h->count, TS_TF_NORMAL);
+    atomic_store_explicit(&page->swept_tf, ts_tf_make(h->head, h->count, TS_TF_NORMAL),
+                          memory_order_relaxed);
     _ts_page_push_remote(page, h->head, h->tail, h->count);
+}
+
+/* The rescue was turned back on (ts_option_set): requests made while it was
+ * off were dropped, so a pass looks at every heap (the rescue's walk arms
+ * those with blocks waiting) and the sweep looks a period later. */
+void _ts_sweep_rescue_on(void) {
+    atomic_store_explicit(&_ts_sweep_wanted, 1, memory_order_relaxed);
+    _ts_purge_schedule_look();
+}
+
+/* For tests: when the next pass is due (UINT64_MAX: none). */
+uint64_t _ts_sweep_next(void) {
+    pthread_mutex_lock(&sweep_lock);
+    uint64_t at = sweep_at;
+    pthread_mutex_unlock(&sweep_lock);
+    return at;
 }
 
 /* One pass if one is due (sweep lock: one pass at a time, and a fork waits
@@ -184,6 +208,7 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
         }
         sweep_at = now + period; /* the owners get a period to take the blocks themselves */
     } else if (!due) {
+        if (sweep_at > now + period) sweep_at = now + period; /* a purge delay lowered since */
         uint64_t at = sweep_at;
         pthread_mutex_unlock(&sweep_lock);
         return at;

@@ -32,7 +32,8 @@
  *    each round) while it keeps allocating. Once the helper has seen it
  *    waiting, those hand-overs must not wake the helper for a pass each
  *    (purge delay 10 s: the helper looks a period, 10 s, apart; before the
- *    fix every round made a pass).
+ *    fix every round made a pass). With the rescue off, the same rounds must
+ *    not wake an idle helper either.
  * 8. A purge delay lowered while a heap waits applies to it: armed with a
  *    10 s delay (idle in 50 s), then 20 ms, its pages are rescued within
  *    the test's 20 s wait (before, only 5 old delays after the first look).
@@ -480,6 +481,10 @@ static void busy_free(owner_t *o) {
         free(o->blocks[i]); /* full batches go to full pages: hand-overs */
     }
 }
+static int helper_idle(void *unused) {
+    (void)unused;
+    return _ts_purge_helper_idle();
+}
 static int heap_armed(void *heap) {
     return __atomic_load_n(&((ts_heap_t *)heap)->rescue_armed, __ATOMIC_RELAXED);
 }
@@ -496,13 +501,16 @@ static ts_heap_t *busy_owner_start(owner_t *o, pthread_t *t) {
     return (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
 }
 
-static void test_busy_owner(void) {
+static void test_busy_owner(bool rescue) {
+    if (!rescue) CHECK(ts_option_set("rescue", 0));
     owner_t o;
     pthread_t t;
     ts_heap_t *heap = busy_owner_start(&o, &t);
     busy_free(&o);
-    /* The helper's first look at the waiting heap (woken by the hand-over). */
-    CHECK_MSG(wait_for(heap_armed, heap, 20.0), "the helper never looked at the heap");
+    if (rescue) /* the helper's first look at the waiting heap (woken by the hand-over) */
+        CHECK_MSG(wait_for(heap_armed, heap, 20.0), "the helper never looked at the heap");
+    else /* nothing for it to do: asleep with no deadline, any request would wake it */
+        CHECK_MSG(wait_for(helper_idle, NULL, 20.0), "the helper never went idle");
     size_t runs = atomic_load(&_ts_stats.purge_runs);
     for (int r = 0; r < BUSY_ROUNDS; r++) {
         owner_run(&o, busy_alloc); /* its slow path takes the blocks handed over */
@@ -511,8 +519,11 @@ static void test_busy_owner(void) {
     runs = atomic_load(&_ts_stats.purge_runs) - runs;
     owner_stop(&o, t);
     CHECK(ts_option_set("purge_delay_ms", 100));
-    CHECK_MSG(runs <= 10, "%zu purge passes in %d rounds of hand-overs", runs, BUSY_ROUNDS);
-    printf("busy owner: %zu passes in %d rounds\n", runs, BUSY_ROUNDS);
+    CHECK(ts_option_set("rescue", 1));
+    CHECK_MSG(runs <= 10, "%zu purge passes in %d rounds of hand-overs (rescue %s)", runs,
+              BUSY_ROUNDS, rescue ? "on" : "off");
+    printf("busy owner: %zu passes in %d rounds, rescue %s\n", runs, BUSY_ROUNDS,
+           rescue ? "on" : "off");
 }
 
 /* ---- 8 ---- */
@@ -556,7 +567,8 @@ int main(void) {
                           "tsalloc: realloc(): double free of 0x"));
     test_unfull_race();
     test_parking();
-    test_busy_owner();
+    test_busy_owner(true);
+    test_busy_owner(false);
     test_delay_lowered();
     test_stress();
     return 0;

@@ -17,7 +17,9 @@
  *    byte writable, contents as written), and after its trim its pages in
  *    use are back where they started (no page was lost).
  * 2. The helper on its own (default purge delay): after the same frees RSS
- *    falls without any further allocator call.
+ *    falls without any further allocator call; also when the rescue was off
+ *    during the frees and is turned back on, and when the purge delay was
+ *    ten minutes during them (the sweep set that far out) and is lowered.
  * 3. A double free of a swept block aborts with the usual message.
  * 4. Stress: owners alternate bursts of allocation (8 KiB - 300 KiB and
  *    small) with idle spells while freers free their blocks and a driver runs
@@ -219,13 +221,39 @@ static void test_driven(void) {
 
 /* ---- 2 ---- */
 
-static void test_helper(void) {
+enum { HELPER_AS_IS, HELPER_RESCUE_TURNED_ON, HELPER_DELAY_LOWERED };
+
+static void test_helper(int how) {
+    if (how == HELPER_RESCUE_TURNED_ON) CHECK(ts_option_set("rescue", 0));
+    if (how == HELPER_DELAY_LOWERED) CHECK(ts_option_set("purge_delay_ms", 600000));
     owner_t o;
     pthread_t t = owner_start(&o, N1);
     owner_run(&o, alloc_all);
     size_t high = ts_rss_bytes();
     size_t kept = 0;
-    size_t freed = free_all_but_one_per_page(&o, &kept);
+    size_t freed = free_all_but_one_per_page(&o, &kept); /* its trim runs a pass */
+    /* With rescue off, the frees' requests were dropped: turning it on must
+     * make the helper look. With a 10-minute delay, the pass set the sweep
+     * ten minutes out: lowering the delay must bring it forward. */
+    if (how == HELPER_RESCUE_TURNED_ON) {
+        /* Until the helper sleeps with nothing to do (a pass due for other
+         * work would look at the idle heap too): turning the rescue on must
+         * wake it. */
+        for (int tries = 0; tries < 2000 && !_ts_purge_helper_idle(); tries++) usleep(10000);
+        CHECK_MSG(_ts_purge_helper_idle(), "the helper never went idle with the rescue off");
+        CHECK(ts_option_set("rescue", 1));
+    }
+    if (how == HELPER_DELAY_LOWERED) {
+        /* Until a pass has set the next sweep a period, ten minutes, out. */
+        for (int tries = 0; tries < 2000; tries++) {
+            uint64_t next = _ts_sweep_next();
+            if (next != UINT64_MAX && next > _ts_os_now_ns() + ((uint64_t)60 << 30)) break;
+            usleep(10000);
+        }
+        CHECK_MSG(_ts_sweep_next() > _ts_os_now_ns() + ((uint64_t)60 << 30),
+                  "no sweep was set a long purge delay out");
+        CHECK(ts_option_set("purge_delay_ms", 20));
+    }
     /* From here on no thread calls the allocator. */
     size_t limit = high - freed / 10 * 7;
     double t0 = now_s(), took = -1;
@@ -239,10 +267,12 @@ static void test_helper(void) {
     }
     CHECK_MSG(took >= 0, "RSS stayed at %zu KB while the owner waited (%zu KB freed, peak %zu KB)",
               ts_rss_bytes() >> 10, freed >> 10, high >> 10);
-    printf("helper: RSS %zu KB -> under %zu KB after %.0f ms\n", high >> 10, limit >> 10,
-           took * 1000);
+    static const char *const hows[] = {"", " (rescue turned back on)", " (delay lowered)"};
+    printf("helper%s: RSS %zu KB -> under %zu KB after %.0f ms\n", hows[how], high >> 10,
+           limit >> 10, took * 1000);
     owner_run(&o, check_free_all);
     owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
 }
 
 /* ---- 3 ---- */
@@ -357,7 +387,9 @@ int main(int argc, char **argv) {
     test_stress();
     return 0;
 #endif
-    test_helper();
+    test_helper(HELPER_AS_IS);
+    test_helper(HELPER_RESCUE_TURNED_ON);
+    test_helper(HELPER_DELAY_LOWERED);
     CHECK(ts_expect_abort(double_free_of_swept, NULL, "tsalloc: free(): double free of 0x"));
     test_stress();
     return 0;

@@ -44,6 +44,34 @@ static unsigned char *grow_refused(unsigned char *p, long refusals, size_t remap
     return q;
 }
 
+/* Pages whose purge the OS refuses (madvise fails on locked memory) stay
+ * dirty and counted resident, and are purged once it agrees again, without
+ * malloc_trim (before, they counted as purged and stayed resident for good). */
+static void purge_refused(void) {
+    enum { N = 16384 };
+    static void *b[N];
+    for (int i = 0; i < N; i++) CHECK((b[i] = malloc(1000)) != NULL);
+    /* One block in 1,024 stays: its segment stays in use (a wholly free one
+     * goes to the segment cache instead), its other pages become free. */
+    for (int i = 0; i < N; i++)
+        if (i % 1024) free(b[i]);
+    _ts_os_test_fail(TS_OS_FAIL_PURGE, 0, -1);
+    long failures = _ts_os_test_failures();
+    malloc_trim(0);
+    size_t dirty = atomic_load(&_ts_stats.dirty);
+    size_t purged = atomic_load(&_ts_stats.purged);
+    CHECK_MSG(_ts_os_test_failures() > failures, "no purge was tried");
+    CHECK_MSG(dirty >= 8 * MB, "%zu KB free resident after refused purges", dirty >> 10);
+    _ts_os_test_fail(0, 0, 0);
+    /* A pass as the helper's would come, well after the retry is due. */
+    (void)_ts_purge_run(_ts_os_now_ns() + ((uint64_t)60 << 30), false);
+    size_t after = atomic_load(&_ts_stats.dirty);
+    CHECK_MSG(after < 2 * MB, "%zu KB still free resident once the OS agreed", after >> 10);
+    CHECK(atomic_load(&_ts_stats.purged) - purged >= dirty - after);
+    for (int i = 0; i < N; i += 1024) free(b[i]);
+    printf("refused purges: %zu KB kept dirty, then given back\n", dirty >> 10);
+}
+
 int main(void) {
     free(malloc(1));
     /* A thread created now (pthread_create itself allocates), that makes its
@@ -154,6 +182,7 @@ int main(void) {
     }
     _ts_os_test_fail(0, 0, 0);
     for (int i = 0; i < PIECES; i++) free(piece[i]);
+    purge_refused();
     printf("ok: %zu blocks before the OS refused; %d of 40 mixed requests succeeded\n", nb, ok);
     return 0;
 }

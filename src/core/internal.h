@@ -584,7 +584,7 @@ TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, 
  * to pages of idle heaps: blocks of 8 KiB and more (the largest small class,
  * half of each of its blocks; medium and big pages). */
 #define TS_SWEEP_MIN_BLOCK ((uint32_t)8192)
-enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1 };
+enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1, TS_SWEEP_REFUSED = 2 };
 #define TS_SWEEP_MAX_IDLE 1024 /* idle heaps one pass looks at (more: the next passes) */
 typedef struct ts_sweep_set {  /* the heaps a pass found idle, and their slow_count */
     const ts_heap_t *heap[TS_SWEEP_MAX_IDLE]; /* sorted by address */
@@ -595,6 +595,7 @@ typedef struct ts_sweep_held { /* a thread_free list a pass holds */
     ts_page_t *page;
     ts_block_t *head, *tail;
     uint32_t count, stamp;
+    uint32_t refused; /* blocks whose purge the OS refused (left untagged) */
 } ts_sweep_held_t;
 TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
 TS_HIDDEN void _ts_sweep_request(void);

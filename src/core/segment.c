@@ -193,6 +193,7 @@ static bool huge_half_taken(ts_segment_t *seg, unsigned half) {
         if (page_half(seg, i) != half || ts_page_state(page) != TS_PAGE_FREE_CLEAN) continue;
         ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
         page->purge_at = at;
+        page->purge_refusals = 0;
         made |= (uint64_t)1 << i;
         bytes += page->area;
     }
@@ -235,13 +236,11 @@ static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
 
 /* Give back the pages in `mask` (free and dirty), one call per run of
  * neighbouring pages; returns the pages whose purge the OS refused (locked
- * memory, or the test hook). With `keep_refused` those stay dirty and
- * counted as resident, their purge due again a look period after `now`,
- * doubled at each refusal in a row up to 32 periods (memory locked for good
- * costs one call in 3.2 s); without (a segment laid out anew), they count
- * as given back. */
+ * memory, or the test hook). Those stay dirty and counted as resident, their
+ * purge due again a look period after `now`, doubled at each refusal in a
+ * row up to 32 periods (memory locked for good costs one call in 3.2 s). */
 #define PURGE_RETRY_MAX_SHIFT 5
-static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now, bool keep_refused) {
+static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now) {
     unsigned halves = 0;
     for (uint64_t m = mask; m; m &= m - 1)
         halves |= 1u << page_half(seg, (unsigned)__builtin_ctzll(m));
@@ -256,8 +255,7 @@ static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now, bool
         uint64_t run = (last == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (last + 1)) - 1)) &
                        ~(((uint64_t)1 << first) - 1);
         mask &= ~run;
-        bool purged = _ts_os_purge((void *)a->base, len);
-        if (!purged && keep_refused) {
+        if (!_ts_os_purge((void *)a->base, len)) {
             for (unsigned i = first; i <= last; i++) {
                 ts_page_t *page = &seg->pages[i];
                 if (page->purge_refusals <= PURGE_RETRY_MAX_SHIFT) page->purge_refusals++;
@@ -268,7 +266,8 @@ static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now, bool
         }
         for (unsigned i = first; i <= last; i++) {
             ts_page_set_state(&seg->pages[i], TS_PAGE_FREE_CLEAN);
-            if (purged) seg->pages[i].touched = 0; /* else still resident (locked memory) */
+            seg->pages[i].touched = 0;
+            seg->pages[i].purge_refusals = 0;
         }
         total += len;
     }
@@ -305,7 +304,7 @@ static uint64_t purge_expired(ts_segment_t *seg, uint64_t now, bool force) {
             next = at;
     }
     if (expired) {
-        uint64_t refused = purge_pages(seg, expired, now, true);
+        uint64_t refused = purge_pages(seg, expired, now);
         atomic_fetch_and(&seg->dirty_mask, ~(expired & ~refused));
         for (uint64_t m = refused; m; m &= m - 1) {
             uint64_t at = seg->pages[__builtin_ctzll(m)].purge_at;
@@ -368,6 +367,7 @@ TS_RACY_READER unsigned _ts_segments_sweep(const ts_sweep_set_t *set) {
         pthread_mutex_unlock(&registry_lock);
         for (unsigned k = 0; k < n; k++) {
             _ts_sweep_purge(&held[k]);
+            if (held[k].refused) found |= TS_SWEEP_REFUSED;
             if (k + 1 < n) _ts_sweep_give_back(&held[k]);
         }
         pthread_mutex_lock(&registry_lock);
@@ -395,11 +395,23 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     unsigned shift = shifts[kind];
     unsigned count = (unsigned)(TS_SEGMENT_SIZE >> shift);
     unsigned first = kind == TS_KIND_SMALL ? 1 : 0; /* a small page 0 is the header */
+    uint64_t now = _ts_os_now_ns();
     ts_spin_lock(&seg->lock);
+    /* The old layout's resident pages go back now. Those the OS refused to
+     * purge (locked memory) stay resident: the new pages over them start
+     * dirty, as those were (before, they counted as given back and stayed
+     * resident for as long as the segment was in use). */
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
-    if (dirty) (void)purge_pages(seg, dirty, 0, false); /* the old layout's: give back now */
-    atomic_store_explicit(&seg->dirty_mask, 0, memory_order_relaxed);
-    atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
+    uint64_t refused = dirty ? purge_pages(seg, dirty, now) : 0;
+    uintptr_t kept_lo[TS_MAX_PAGES], kept_hi[TS_MAX_PAGES];
+    unsigned kept = 0;
+    size_t kept_bytes = 0;
+    for (uint64_t m = refused; m; m &= m - 1) {
+        const ts_page_t *page = &seg->pages[__builtin_ctzll(m)];
+        kept_lo[kept] = page->base;
+        kept_hi[kept++] = page->base + page->area;
+        kept_bytes += page->area;
+    }
     seg->kind = (uint8_t)kind;
     atomic_store_explicit(&seg->sweepable, 0, memory_order_relaxed);
     seg->page_shift = (uint8_t)shift;
@@ -425,7 +437,28 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
         atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
         seg->free_mask |= (uint64_t)1 << i;
     }
+    uint64_t made = 0;
+    size_t made_bytes = 0;
+    for (unsigned i = first; i < count && kept; i++) {
+        ts_page_t *page = &seg->pages[i];
+        for (unsigned k = 0; k < kept; k++) {
+            if (page->base >= kept_hi[k] || kept_lo[k] >= page->base + page->area) continue;
+            ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
+            page->purge_at = now + _ts_look_period_ns();
+            page->purge_refusals = 1;
+            made |= (uint64_t)1 << i;
+            made_bytes += page->area;
+            break;
+        }
+    }
+    atomic_store_explicit(&seg->dirty_mask, made, memory_order_relaxed);
+    atomic_store_explicit(&seg->purge_at_min, made ? now + _ts_look_period_ns() : UINT64_MAX,
+                          memory_order_relaxed);
+    /* The new pages cover the old ones kept, and a little more. */
+    atomic_fetch_add(&_ts_stats.dirty, made_bytes - kept_bytes);
+    (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
     ts_spin_unlock(&seg->lock);
+    if (made) _ts_purge_schedule();
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], (uint8_t)shift,
                           memory_order_release);
 }
@@ -784,7 +817,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     if (!clean) {
         atomic_fetch_add(&_ts_stats.dirty, page->area);
         /* Refused (purge_pages): dirty, due again later, as with a delay. */
-        retry = delay == 0 && purge_pages(seg, bit, at, true);
+        retry = delay == 0 && purge_pages(seg, bit, at);
         if (delay != 0 || retry) {
             atomic_fetch_or(&seg->dirty_mask, bit);
             if (page->purge_at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))

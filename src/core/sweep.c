@@ -69,6 +69,9 @@ static uint64_t sweep_at = UINT64_MAX; /* the next pass (sweep lock); MAX: none 
  * than a set holds. */
 static ts_sweep_set_t sweep_set;
 static unsigned sweep_window;
+/* Passes in a row in which the OS refused purges (locked memory): the next
+ * waits 2^n periods, up to 32 (sweep lock). */
+static unsigned sweep_refused;
 
 /* A push of a sweepable block (free.c): the first since the last pass asks
  * for one. */
@@ -91,9 +94,10 @@ TS_INLINE uint64_t swept_tag(const ts_page_t *page, const ts_block_t *b, uint32_
 
 /* Purge the first `count` blocks of a chain held by the pass beyond their
  * first OS page (which holds the link, the free mark and the swept tag);
- * returns the last of them. */
-static ts_block_t *purge_chain(const ts_page_t *page, ts_block_t *b, uint32_t count,
-                               uint32_t stamp) {
+ * returns the last of them, and in *refused how many the OS refused to
+ * purge (locked memory): those stay untagged, for a later pass. */
+static ts_block_t *purge_chain(const ts_page_t *page, ts_block_t *b, uint32_t count, uint32_t stamp,
+                               uint32_t *refused) {
     uint32_t block_size = page->block_size;
     size_t bytes = 0, blocks = 0;
     ts_block_t *last = b;
@@ -104,10 +108,13 @@ static ts_block_t *purge_chain(const ts_page_t *page, ts_block_t *b, uint32_t co
         if (*tag_word == tag) continue;
         uintptr_t lo = ts_align_up((uintptr_t)(tag_word + 1), SWEEP_OS_PAGE);
         uintptr_t hi = ((uintptr_t)b + block_size) & ~(SWEEP_OS_PAGE - 1);
-        if (hi > lo && _ts_os_purge((void *)lo, hi - lo)) {
+        if (hi <= lo) continue;
+        if (_ts_os_purge((void *)lo, hi - lo)) {
             *tag_word = tag;
             bytes += hi - lo;
             blocks++;
+        } else {
+            (*refused)++;
         }
     }
     atomic_fetch_add_explicit(&_ts_stats.swept_bytes, bytes, memory_order_relaxed);
@@ -121,7 +128,8 @@ static ts_block_t *purge_chain(const ts_page_t *page, ts_block_t *b, uint32_t co
 void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count, uint32_t stamp) {
     if (page->block_size < TS_SWEEP_MIN_BLOCK) return;
     _ts_segment_sweep_prepare(page);
-    (void)purge_chain(page, head, count, stamp);
+    uint32_t refused = 0; /* the rescue looks again at blocks it puts back */
+    (void)purge_chain(page, head, count, stamp, &refused);
 }
 
 /* A page of a registered segment (registry lock held): if its owner is in
@@ -154,7 +162,7 @@ unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_hel
         return TS_SWEEP_PENDING; /* it changed: next time */
     /* The blocks are ours: the page stays in use, its class as it is, its
      * segment mapped and registered. */
-    *h = (ts_sweep_held_t){page, ts_tf_ptr(w), NULL, ts_tf_count(w), slow};
+    *h = (ts_sweep_held_t){page, ts_tf_ptr(w), NULL, ts_tf_count(w), slow, 0};
     return TS_SWEEP_NOTHING;
 }
 
@@ -163,7 +171,8 @@ unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_hel
  * own, and the tags spare the ones purged here. */
 void _ts_sweep_purge(ts_sweep_held_t *h) {
     _ts_segment_sweep_prepare(h->page);
-    h->tail = purge_chain(h->page, h->head, h->count, h->stamp);
+    h->refused = 0;
+    h->tail = purge_chain(h->page, h->head, h->count, h->stamp, &h->refused);
 }
 
 /* Back as a remote freer would push them: the page may have gone to the full
@@ -173,7 +182,9 @@ void _ts_sweep_purge(ts_sweep_held_t *h) {
  * push the page may be retired. */
 void _ts_sweep_give_back(ts_sweep_held_t *h) {
     ts_page_t *page = h->page;
-    atomic_store_explicit(&page->swept_tf, ts_tf_make(h->head, h->count, TS_TF_NORMAL),
+    /* With blocks the OS refused to purge, no note: the next pass looks again. */
+    atomic_store_explicit(&page->swept_tf,
+                          h->refused ? 0 : ts_tf_make(h->head, h->count, TS_TF_NORMAL),
                           memory_order_relaxed);
     _ts_page_push_remote(page, h->head, h->tail, h->count);
 }
@@ -208,7 +219,8 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
         }
         sweep_at = now + period; /* the owners get a period to take the blocks themselves */
     } else if (!due) {
-        if (sweep_at > now + period) sweep_at = now + period; /* a purge delay lowered since */
+        uint64_t wait = period << sweep_refused;
+        if (sweep_at > now + wait) sweep_at = now + wait; /* a purge delay lowered since */
         uint64_t at = sweep_at;
         pthread_mutex_unlock(&sweep_lock);
         return at;
@@ -222,9 +234,13 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
         unsigned found = _ts_segments_sweep(&sweep_set);
         bool more = idle > (sweep_window + 1) * TS_SWEEP_MAX_IDLE;
         sweep_window = more ? sweep_window + 1 : 0;
-        bool again = (found & TS_SWEEP_PENDING) ||
+        if (!(found & TS_SWEEP_REFUSED))
+            sweep_refused = 0;
+        else if (sweep_refused < 5)
+            sweep_refused++;
+        bool again = (found & (TS_SWEEP_PENDING | TS_SWEEP_REFUSED)) ||
                      atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed);
-        sweep_at = again ? now + period : UINT64_MAX;
+        sweep_at = again ? now + (period << sweep_refused) : UINT64_MAX;
     }
     uint64_t at = sweep_at;
     pthread_mutex_unlock(&sweep_lock);

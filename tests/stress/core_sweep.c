@@ -19,7 +19,8 @@
  * 2. The helper on its own (default purge delay): after the same frees RSS
  *    falls without any further allocator call; also when the rescue was off
  *    during the frees and is turned back on, and when the purge delay was
- *    ten minutes during them (the sweep set that far out) and is lowered.
+ *    ten minutes during them (the sweep set that far out) and is lowered,
+ *    and when the OS refused the sweep's purges for a while.
  * 3. A double free of a swept block aborts with the usual message.
  * 4. Stress: owners alternate bursts of allocation (8 KiB - 300 KiB and
  *    small) with idle spells while freers free their blocks and a driver runs
@@ -38,6 +39,7 @@
 
 #include "check.h"
 #include "core/internal.h"
+#include "os/os.h"
 #include "tsalloc.h"
 
 #ifdef SWEEP_TSAN
@@ -221,11 +223,13 @@ static void test_driven(void) {
 
 /* ---- 2 ---- */
 
-enum { HELPER_AS_IS, HELPER_RESCUE_TURNED_ON, HELPER_DELAY_LOWERED };
+enum { HELPER_AS_IS, HELPER_RESCUE_TURNED_ON, HELPER_DELAY_LOWERED, HELPER_PURGE_REFUSED };
 
 static void test_helper(int how) {
     if (how == HELPER_RESCUE_TURNED_ON) CHECK(ts_option_set("rescue", 0));
     if (how == HELPER_DELAY_LOWERED) CHECK(ts_option_set("purge_delay_ms", 600000));
+    long refusals = _ts_os_test_failures();
+    if (how == HELPER_PURGE_REFUSED) _ts_os_test_fail(TS_OS_FAIL_PURGE, 0, -1);
     owner_t o;
     pthread_t t = owner_start(&o, N1);
     owner_run(&o, alloc_all);
@@ -242,6 +246,16 @@ static void test_helper(int how) {
         for (int tries = 0; tries < 2000 && !_ts_purge_helper_idle(); tries++) usleep(10000);
         CHECK_MSG(_ts_purge_helper_idle(), "the helper never went idle with the rescue off");
         CHECK(ts_option_set("rescue", 1));
+    }
+    if (how == HELPER_PURGE_REFUSED) {
+        /* Until the sweep of the idle owner's blocks was refused: once the OS
+         * agrees, a later pass must purge them (they carry no swept note). */
+        size_t swept0 = swept();
+        for (int tries = 0; tries < 2000 && _ts_os_test_failures() - refusals < 50; tries++)
+            usleep(10000);
+        CHECK_MSG(_ts_os_test_failures() - refusals >= 50, "the sweep was never refused");
+        CHECK(swept() == swept0);
+        _ts_os_test_fail(0, 0, 0);
     }
     if (how == HELPER_DELAY_LOWERED) {
         /* Until a pass has set the next sweep a period, ten minutes, out. */
@@ -267,7 +281,8 @@ static void test_helper(int how) {
     }
     CHECK_MSG(took >= 0, "RSS stayed at %zu KB while the owner waited (%zu KB freed, peak %zu KB)",
               ts_rss_bytes() >> 10, freed >> 10, high >> 10);
-    static const char *const hows[] = {"", " (rescue turned back on)", " (delay lowered)"};
+    static const char *const hows[] = {"", " (rescue turned back on)", " (delay lowered)",
+                                       " (purges refused first)"};
     printf("helper%s: RSS %zu KB -> under %zu KB after %.0f ms\n", hows[how], high >> 10,
            limit >> 10, took * 1000);
     owner_run(&o, check_free_all);
@@ -390,6 +405,7 @@ int main(int argc, char **argv) {
     test_helper(HELPER_AS_IS);
     test_helper(HELPER_RESCUE_TURNED_ON);
     test_helper(HELPER_DELAY_LOWERED);
+    test_helper(HELPER_PURGE_REFUSED);
     CHECK(ts_expect_abort(double_free_of_swept, NULL, "tsalloc: free(): double free of 0x"));
     test_stress();
     return 0;

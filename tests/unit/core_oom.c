@@ -72,6 +72,48 @@ static void purge_refused(void) {
     printf("refused purges: %zu KB kept dirty, then given back\n", dirty >> 10);
 }
 
+/* Wholly free segments whose purge the OS refuses, laid out anew for
+ * medium pages: THREADS threads take a 32 KiB block each (a segment each,
+ * from the cache). The old layout's pages stay counted as resident and go
+ * back once the OS agrees (before, they counted as given back and stayed
+ * resident for as long as the segments were in use: 30 MB here). */
+enum { FORMAT_THREADS = 8 };
+static pthread_barrier_t format_taken, format_done;
+static void *take_medium(void *arg) {
+    (void)arg;
+    void *p = malloc(32768);
+    CHECK(p != NULL);
+    pthread_barrier_wait(&format_taken);
+    pthread_barrier_wait(&format_done);
+    free(p);
+    return NULL;
+}
+static void format_refused(void) {
+    enum { N = 40000 };
+    static void *b[N];
+    pthread_t t[FORMAT_THREADS];
+    malloc_trim(0);
+    for (int i = 0; i < N; i++) CHECK((b[i] = malloc(1000)) != NULL);
+    _ts_os_test_fail(TS_OS_FAIL_PURGE, 0, -1);
+    for (int i = 0; i < N; i++) free(b[i]); /* wholly free small segments: cached */
+    pthread_barrier_init(&format_taken, NULL, FORMAT_THREADS + 1);
+    pthread_barrier_init(&format_done, NULL, FORMAT_THREADS + 1);
+    for (int i = 0; i < FORMAT_THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, take_medium, NULL) == 0);
+    pthread_barrier_wait(&format_taken);
+    size_t rss = ts_rss_bytes();
+    _ts_os_test_fail(0, 0, 0);
+    (void)_ts_purge_run(_ts_os_now_ns() + ((uint64_t)60 << 30), false);
+    size_t after = atomic_load(&_ts_stats.dirty), rss_after = ts_rss_bytes();
+    pthread_barrier_wait(&format_done);
+    for (int i = 0; i < FORMAT_THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    CHECK_MSG(after < 2 * MB, "%zu KB still free resident once the OS agreed", after >> 10);
+    CHECK_MSG(rss_after < 12 * MB, "RSS %zu KB once the OS agreed, %zu KB before", rss_after >> 10,
+              rss >> 10);
+    printf("refused purges of segments laid out anew: RSS %zu -> %zu KB\n", rss >> 10,
+           rss_after >> 10);
+}
+
 int main(void) {
     free(malloc(1));
     /* A thread created now (pthread_create itself allocates), that makes its
@@ -183,6 +225,7 @@ int main(void) {
     _ts_os_test_fail(0, 0, 0);
     for (int i = 0; i < PIECES; i++) free(piece[i]);
     purge_refused();
+    format_refused();
     printf("ok: %zu blocks before the OS refused; %d of 40 mixed requests succeeded\n", nb, ok);
     return 0;
 }

@@ -243,7 +243,10 @@ static void purge_entry(lcache_entry_t *e) {
 static void lcache_put(uintptr_t base, size_t size, uint64_t origin) {
     size_t limit = (size_t)_ts_option(TS_OPT_LARGE_CACHE_MB) << 20;
     atomic_fetch_add(&_ts_stats.dirty, size);
-    if (size > limit) {
+    if (size > limit) { /* noted all the same: a second free is named a double free */
+        pthread_mutex_lock(&lcache_lock);
+        freed_ring[freed_pos++ % FREED_RING] = base;
+        pthread_mutex_unlock(&lcache_lock);
         unmap_region(base, size, size);
         return;
     }

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "check.h"
+#include "tsalloc.h"
 
 static int failures;
 
@@ -28,6 +29,12 @@ static void do_free(void *p) {
     free(p);
 }
 static void do_free_twice(void *p) {
+    free(p);
+    free(p);
+}
+/* A large block bigger than the large cache holds: unmapped at its free. */
+static void do_free_twice_uncached(void *p) {
+    CHECK(ts_option_set("large_cache_mb", 1));
     free(p);
     free(p);
 }
@@ -176,6 +183,8 @@ int main(void) {
                "usable size of a freed block");
     expect(do_free, l + 4096, "tsalloc: free(): invalid pointer %p", l + 4096, "inside large");
     expect(do_free_twice, l, "tsalloc: free(): double free of %p", l, "large double free");
+    expect(do_free_twice_uncached, l, "tsalloc: free(): double free of %p", l,
+           "large double free, not cached");
     expect(do_realloc, l + 64, "tsalloc: realloc(): invalid pointer %p", l + 64,
            "realloc inside large");
 

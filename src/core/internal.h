@@ -642,6 +642,7 @@ TS_HIDDEN void _ts_large_atfork_child(void);
 #define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
 TS_HIDDEN void _ts_purge_schedule(void);
 TS_HIDDEN void _ts_purge_schedule_look(void);
+TS_HIDDEN void _ts_purge_schedule_later(void);
 TS_HIDDEN bool _ts_purge_helper_idle(void); /* for tests */
 /* A thread with a heap ended: the helper looks whether main has exited (and
  * then ends, so that it does not keep the process alive). */

@@ -255,21 +255,22 @@ static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now) {
         uint64_t run = (last == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (last + 1)) - 1)) &
                        ~(((uint64_t)1 << first) - 1);
         mask &= ~run;
-        if (!_ts_os_purge((void *)a->base, len)) {
-            for (unsigned i = first; i <= last; i++) {
-                ts_page_t *page = &seg->pages[i];
+        /* Refused: page by page, so that one locked range keeps its pages
+         * only (madvise stops at the first; the rest of the run stayed). */
+        bool whole = _ts_os_purge((void *)a->base, len);
+        for (unsigned i = first; i <= last; i++) {
+            ts_page_t *page = &seg->pages[i];
+            if (!whole && (first == last || !_ts_os_purge((void *)page->base, page->area))) {
                 if (page->purge_refusals <= PURGE_RETRY_MAX_SHIFT) page->purge_refusals++;
                 page->purge_at = now + (_ts_look_period_ns() << (page->purge_refusals - 1));
+                refused |= (uint64_t)1 << i;
+                continue;
             }
-            refused |= run;
-            continue;
+            ts_page_set_state(page, TS_PAGE_FREE_CLEAN);
+            page->touched = 0;
+            page->purge_refusals = 0;
+            total += page->area;
         }
-        for (unsigned i = first; i <= last; i++) {
-            ts_page_set_state(&seg->pages[i], TS_PAGE_FREE_CLEAN);
-            seg->pages[i].touched = 0;
-            seg->pages[i].purge_refusals = 0;
-        }
-        total += len;
     }
     _ts_stat_decommit(total);
     atomic_fetch_sub(&_ts_stats.dirty, total);
@@ -458,7 +459,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     atomic_fetch_add(&_ts_stats.dirty, made_bytes - kept_bytes);
     (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
     ts_spin_unlock(&seg->lock);
-    if (made) _ts_purge_schedule();
+    if (made) _ts_purge_schedule_later();
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], (uint8_t)shift,
                           memory_order_release);
 }
@@ -825,7 +826,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
         }
     }
     ts_spin_unlock(&seg->lock);
-    if (retry) _ts_purge_schedule();
+    if (retry) _ts_purge_schedule_later(); /* due a look period from now, not at once */
     atomic_fetch_sub(&_ts_stats.pages[seg->kind], 1);
     if (heap) {
         if (used_pages == 0) {

@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "core/internal.h"
 #include "os/os.h"
+#include "tsalloc.h"
 
 #define MB   ((size_t)1 << 20)
 #define MAXB 200000
@@ -112,6 +114,56 @@ static void format_refused(void) {
               rss >> 10);
     printf("refused purges of segments laid out anew: RSS %zu -> %zu KB\n", rss >> 10,
            rss_after >> 10);
+}
+
+/* With a purge delay of 0, pages freed while the OS refuses their purge: a
+ * retry is due a look period later, so the frees must not wake the helper
+ * for a pass each (they did: thousands of passes a second). */
+static void refused_at_once(void) {
+    enum { ROUNDS = 40, BLOCKS = 256 };
+    static void *b[BLOCKS];
+    CHECK(_ts_purge_thread_running());
+    CHECK(ts_option_set("purge_delay_ms", 0));
+    _ts_os_test_fail(TS_OS_FAIL_PURGE, 0, -1);
+    long refusals = _ts_os_test_failures();
+    size_t runs = atomic_load(&_ts_stats.purge_runs);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < BLOCKS; i++) CHECK((b[i] = malloc(8192)) != NULL);
+        for (int i = 0; i < BLOCKS; i++) free(b[i]); /* pages retired, their purge refused */
+    }
+    runs = atomic_load(&_ts_stats.purge_runs) - runs;
+    refusals = _ts_os_test_failures() - refusals;
+    _ts_os_test_fail(0, 0, 0);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    CHECK_MSG(refusals >= ROUNDS, "only %ld purges refused", refusals);
+    CHECK_MSG(runs * 4 < (size_t)refusals, "%zu purge passes for %ld refused purges", runs,
+              refusals);
+    printf("refused purges at delay 0: %ld refused, %zu passes\n", refusals, runs);
+}
+
+/* One locked OS page among free pages: madvise refuses the run it is in
+ * (it stops at the locked range), but only that page's own page may stay;
+ * its neighbours go back. Needs mlock (RLIMIT_MEMLOCK), else skipped. */
+static void one_locked_page(void) {
+    enum { N = 16384 };
+    static unsigned char *b[N];
+    for (int i = 0; i < N; i++) CHECK((b[i] = malloc(1000)) != NULL);
+    uintptr_t lock = ((uintptr_t)b[N / 2 + 300] + 4095) & ~(uintptr_t)4095; /* mid-page */
+    if (mlock((void *)lock, 4096) != 0) {
+        printf("one locked page: skipped (mlock: %s)\n", strerror(errno));
+        for (int i = 0; i < N; i++) free(b[i]);
+        return;
+    }
+    for (int i = 0; i < N; i++) /* one block in 1,024 keeps its segment in use */
+        if (i % 1024) free(b[i]), b[i] = NULL;
+    malloc_trim(0);
+    size_t dirty = atomic_load(&_ts_stats.dirty);
+    CHECK(munlock((void *)lock, 4096) == 0);
+    for (int i = 0; i < N; i++) free(b[i]);
+    malloc_trim(0);
+    CHECK_MSG(dirty <= 256 * 1024, "%zu KB free resident around one locked 4 KiB page",
+              dirty >> 10);
+    printf("one locked page: %zu KB left free resident\n", dirty >> 10);
 }
 
 int main(void) {
@@ -226,6 +278,8 @@ int main(void) {
     for (int i = 0; i < PIECES; i++) free(piece[i]);
     purge_refused();
     format_refused();
+    refused_at_once();
+    one_locked_page();
     printf("ok: %zu blocks before the OS refused; %d of 40 mixed requests succeeded\n", nb, ok);
     return 0;
 }

@@ -469,6 +469,8 @@ TS_HIDDEN long long _ts_option(enum ts_option opt);
 TS_HIDDEN uint64_t _ts_purge_delay_ns(void);
 TS_HIDDEN uint64_t _ts_idle_min_ns(void);    /* options.c: idle owner (rescue.c, sweep.c) */
 TS_HIDDEN uint64_t _ts_look_period_ns(void); /* options.c: between their looks */
+#define TS_REFUSED_RETRY_MAX 6               /* refusals in a row counted: 2^5 periods */
+TS_HIDDEN uint64_t _ts_refused_retry_ns(unsigned refusals); /* options.c */
 TS_HIDDEN void _ts_verbose(int level, const char *fmt, ...);
 
 /* init.c */

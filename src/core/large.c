@@ -243,17 +243,15 @@ static void purge_entry(lcache_entry_t *e) {
 static void lcache_put(uintptr_t base, size_t size, uint64_t origin) {
     size_t limit = (size_t)_ts_option(TS_OPT_LARGE_CACHE_MB) << 20;
     atomic_fetch_add(&_ts_stats.dirty, size);
-    if (size > limit) { /* noted all the same: a second free is named a double free */
-        pthread_mutex_lock(&lcache_lock);
-        freed_ring[freed_pos++ % FREED_RING] = base;
+    uint64_t now = _ts_os_now_ns();
+    lcache_entry_t evict = {0};
+    pthread_mutex_lock(&lcache_lock);
+    freed_ring[freed_pos++ % FREED_RING] = base; /* cached or not: a second free is named */
+    if (size > limit) {
         pthread_mutex_unlock(&lcache_lock);
         unmap_region(base, size, size);
         return;
     }
-    uint64_t now = _ts_os_now_ns();
-    lcache_entry_t evict = {0};
-    pthread_mutex_lock(&lcache_lock);
-    freed_ring[freed_pos++ % FREED_RING] = base;
     size_t dirty = size;
     for (unsigned i = 0; i < lcache_n;) { /* neighbours: one region again */
         lcache_entry_t *e = &lcache[i];

@@ -83,6 +83,15 @@ uint64_t _ts_look_period_ns(void) {
     return delay > 10000000u ? delay : 10000000u;
 }
 
+/* When to try again a purge the OS refused (locked memory) after `refusals`
+ * in a row (at least 1): a look period, doubled at each further refusal up to
+ * 32 periods, so that memory locked for good costs one call in 3.2 s
+ * (segment.c's pages, sweep.c's blocks). */
+uint64_t _ts_refused_retry_ns(unsigned refusals) {
+    unsigned n = refusals < TS_REFUSED_RETRY_MAX ? refusals : TS_REFUSED_RETRY_MAX;
+    return _ts_look_period_ns() << (n - 1);
+}
+
 void _ts_verbose(int level, const char *fmt, ...) {
     if (_ts_option(TS_OPT_VERBOSE) < level) return;
     va_list ap;

@@ -111,7 +111,7 @@ bool _ts_purge_helper_idle(void) {
  * pages woke the helper for a pass: up to 2,300 passes in 0.2 s of xthread;
  * so they did with TSALLOC_RESCUE=0 until the requests were dropped then.) */
 void _ts_purge_schedule_look(void) {
-    if (_ts_option(TS_OPT_RESCUE)) schedule(&pt_pending_look); /* off: no such look */
+    if (_ts_option(TS_OPT_RESCUE)) _ts_purge_schedule_later(); /* off: no such look */
 }
 
 /* Work due a look period from now, whatever the rescue's switch: a purge the

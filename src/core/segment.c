@@ -179,6 +179,14 @@ static bool huge_wanted(ts_heap_t *heap, enum ts_kind kind) {
     return false;
 }
 
+/* The free pages in `bits` are resident: their purge is due at `at` (the
+ * earliest of theirs). Segment lock held. */
+static void dirty_due(ts_segment_t *seg, uint64_t bits, uint64_t at) {
+    atomic_fetch_or(&seg->dirty_mask, bits);
+    if (bits && at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
+        atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+}
+
 /* The free clean pages of a half that was just asked for huge pages will be
  * resident after its first touch: make them dirty, and count them before the
  * lock goes (a purge may subtract them as soon as it can take the lock).
@@ -197,9 +205,7 @@ static bool huge_half_taken(ts_segment_t *seg, unsigned half) {
         made |= (uint64_t)1 << i;
         bytes += page->area;
     }
-    atomic_fetch_or(&seg->dirty_mask, made);
-    if (made && at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
-        atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+    dirty_due(seg, made, at);
     seg->huge_halves |= (uint8_t)(1u << half);
     atomic_fetch_add(&_ts_stats.huge_halves, 1);
     if (!bytes) return false;
@@ -237,9 +243,7 @@ static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
 /* Give back the pages in `mask` (free and dirty), one call per run of
  * neighbouring pages; returns the pages whose purge the OS refused (locked
  * memory, or the test hook). Those stay dirty and counted as resident, their
- * purge due again a look period after `now`, doubled at each refusal in a
- * row up to 32 periods (memory locked for good costs one call in 3.2 s). */
-#define PURGE_RETRY_MAX_SHIFT 5
+ * purge due again after _ts_refused_retry_ns. */
 static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now) {
     unsigned halves = 0;
     for (uint64_t m = mask; m; m &= m - 1)
@@ -261,8 +265,8 @@ static uint64_t purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now) {
         for (unsigned i = first; i <= last; i++) {
             ts_page_t *page = &seg->pages[i];
             if (!whole && (first == last || !_ts_os_purge((void *)page->base, page->area))) {
-                if (page->purge_refusals <= PURGE_RETRY_MAX_SHIFT) page->purge_refusals++;
-                page->purge_at = now + (_ts_look_period_ns() << (page->purge_refusals - 1));
+                if (page->purge_refusals < TS_REFUSED_RETRY_MAX) page->purge_refusals++;
+                page->purge_at = now + _ts_refused_retry_ns(page->purge_refusals);
                 refused |= (uint64_t)1 << i;
                 continue;
             }
@@ -452,9 +456,9 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
             break;
         }
     }
-    atomic_store_explicit(&seg->dirty_mask, made, memory_order_relaxed);
-    atomic_store_explicit(&seg->purge_at_min, made ? now + _ts_look_period_ns() : UINT64_MAX,
-                          memory_order_relaxed);
+    atomic_store_explicit(&seg->dirty_mask, 0, memory_order_relaxed); /* the old layout's */
+    atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
+    dirty_due(seg, made, now + _ts_look_period_ns());
     /* The new pages cover the old ones kept, and a little more. */
     atomic_fetch_add(&_ts_stats.dirty, made_bytes - kept_bytes);
     (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
@@ -819,11 +823,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
         atomic_fetch_add(&_ts_stats.dirty, page->area);
         /* Refused (purge_pages): dirty, due again later, as with a delay. */
         retry = delay == 0 && purge_pages(seg, bit, at);
-        if (delay != 0 || retry) {
-            atomic_fetch_or(&seg->dirty_mask, bit);
-            if (page->purge_at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
-                atomic_store_explicit(&seg->purge_at_min, page->purge_at, memory_order_relaxed);
-        }
+        if (delay != 0 || retry) dirty_due(seg, bit, page->purge_at);
     }
     ts_spin_unlock(&seg->lock);
     if (retry) _ts_purge_schedule_later(); /* due a look period from now, not at once */

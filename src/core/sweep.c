@@ -70,7 +70,7 @@ static uint64_t sweep_at = UINT64_MAX; /* the next pass (sweep lock); MAX: none 
 static ts_sweep_set_t sweep_set;
 static unsigned sweep_window;
 /* Passes in a row in which the OS refused purges (locked memory): the next
- * waits 2^n periods, up to 32 (sweep lock). */
+ * waits _ts_refused_retry_ns of it (sweep lock). */
 static unsigned sweep_refused;
 
 /* A push of a sweepable block (free.c): the first since the last pass asks
@@ -219,7 +219,7 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
         }
         sweep_at = now + period; /* the owners get a period to take the blocks themselves */
     } else if (!due) {
-        uint64_t wait = period << sweep_refused;
+        uint64_t wait = sweep_refused ? _ts_refused_retry_ns(sweep_refused) : period;
         if (sweep_at > now + wait) sweep_at = now + wait; /* a purge delay lowered since */
         uint64_t at = sweep_at;
         pthread_mutex_unlock(&sweep_lock);
@@ -236,11 +236,12 @@ uint64_t _ts_heaps_sweep(uint64_t now) {
         sweep_window = more ? sweep_window + 1 : 0;
         if (!(found & TS_SWEEP_REFUSED))
             sweep_refused = 0;
-        else if (sweep_refused < 5)
+        else if (sweep_refused < TS_REFUSED_RETRY_MAX)
             sweep_refused++;
         bool again = (found & (TS_SWEEP_PENDING | TS_SWEEP_REFUSED)) ||
                      atomic_load_explicit(&_ts_sweep_wanted, memory_order_relaxed);
-        sweep_at = again ? now + (period << sweep_refused) : UINT64_MAX;
+        uint64_t wait = sweep_refused ? _ts_refused_retry_ns(sweep_refused) : period;
+        sweep_at = again ? now + wait : UINT64_MAX;
     }
     uint64_t at = sweep_at;
     pthread_mutex_unlock(&sweep_lock);

@@ -16,18 +16,24 @@ function(_tsb_check test wl)
     FAIL_REGULAR_EXPRESSION "FAILED;tsalloc: ")
 endfunction()
 
-# _tsb_workload(<workload> <args...>): one test on glibc, one per design.
-function(_tsb_workload wl)
+# _tsb_workload_as(<name> <workload> <args...>): tests bench_<name>[glibc]
+# and one per design, running the workload's program with these arguments.
+function(_tsb_workload_as name wl)
   if(NOT TARGET tsb-${wl})
     return()
   endif()
-  add_test(NAME "bench_${wl}[glibc]" COMMAND tsb-${wl} ${ARGN})
-  set_tests_properties("bench_${wl}[glibc]" PROPERTIES TIMEOUT 60)
-  _tsb_check("bench_${wl}[glibc]" ${wl})
-  ts_preload_test(bench_${wl} tsb-${wl} ARGS ${ARGN} TIMEOUT 60)
+  add_test(NAME "bench_${name}[glibc]" COMMAND tsb-${wl} ${ARGN})
+  set_tests_properties("bench_${name}[glibc]" PROPERTIES TIMEOUT 60)
+  _tsb_check("bench_${name}[glibc]" ${wl})
+  ts_preload_test(bench_${name} tsb-${wl} ARGS ${ARGN} TIMEOUT 60)
   foreach(d ${TS_ALL_DESIGNS})
-    _tsb_check("bench_${wl}[${d}]" ${wl})
+    _tsb_check("bench_${name}[${d}]" ${wl})
   endforeach()
+endfunction()
+
+# _tsb_workload(<workload> <args...>): one test on glibc, one per design.
+function(_tsb_workload wl)
+  _tsb_workload_as(${wl} ${wl} ${ARGN})
 endfunction()
 
 _tsb_workload(lecture1 --threads 4 --iters 2000)
@@ -71,16 +77,8 @@ _tsb_workload(churn --threads 2 --waves 200 --blocks 200 --max-growth-kb 2048)
 _tsb_workload(idle-owner --mb 4 --wait-ms 0)
 # idle-owner-keep: big blocks written whole, main keeps every 8th (checked
 # after the wait).
-if(TARGET tsb-idle-owner)
-  set(_keep_args --mb 8 --min 16384 --max 409600 --keep 8 --touch 1 --wait-ms 0)
-  add_test(NAME "bench_idle_owner_keep[glibc]" COMMAND tsb-idle-owner ${_keep_args})
-  set_tests_properties("bench_idle_owner_keep[glibc]" PROPERTIES TIMEOUT 60)
-  _tsb_check("bench_idle_owner_keep[glibc]" idle-owner)
-  ts_preload_test(bench_idle_owner_keep tsb-idle-owner ARGS ${_keep_args} TIMEOUT 60)
-  foreach(d ${TS_ALL_DESIGNS})
-    _tsb_check("bench_idle_owner_keep[${d}]" idle-owner)
-  endforeach()
-endif()
+_tsb_workload_as(idle_owner_keep idle-owner --mb 8 --min 16384 --max 409600 --keep 8 --touch 1
+                 --wait-ms 0)
 _tsb_workload(xthread --producers 1 --consumers 2 --blocks 4096 --batch 64 --depth 4)
 _tsb_workload(false-sharing --threads 2 --rounds 10 --writes 1000)
 _tsb_workload(fragmentation --small 5000)

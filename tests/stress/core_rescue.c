@@ -401,15 +401,6 @@ static void test_unfull_race(void) {
 
 /* ---- 6 ---- */
 
-static int wait_for(int (*cond)(void *), void *arg, double seconds) {
-    double t0 = now_s();
-    while (now_s() - t0 < seconds) {
-        if (cond(arg)) return 1;
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return 0;
-}
 static int heap_parked(void *heap) {
     return atomic_load(&((ts_heap_t *)heap)->rescue_parked);
 }
@@ -480,10 +471,6 @@ static void busy_free(owner_t *o) {
         CHECK(intact(o->blocks[i], 64, i + 7));
         free(o->blocks[i]); /* full batches go to full pages: hand-overs */
     }
-}
-static int helper_idle(void *unused) {
-    (void)unused;
-    return _ts_purge_helper_idle();
 }
 static int heap_armed(void *heap) {
     return __atomic_load_n(&((ts_heap_t *)heap)->rescue_armed, __ATOMIC_RELAXED);

@@ -225,6 +225,15 @@ static void test_driven(void) {
 
 enum { HELPER_AS_IS, HELPER_RESCUE_TURNED_ON, HELPER_DELAY_LOWERED, HELPER_PURGE_REFUSED };
 
+static int refused_50(void *since) { /* 50 purges refused since *(long *)since */
+    return _ts_os_test_failures() - *(const long *)since >= 50;
+}
+static int sweep_far(void *unused) { /* the next sweep is more than a minute out */
+    (void)unused;
+    uint64_t next = _ts_sweep_next();
+    return next != UINT64_MAX && next > _ts_os_now_ns() + ((uint64_t)60 << 30);
+}
+
 static void test_helper(int how) {
     if (how == HELPER_RESCUE_TURNED_ON) CHECK(ts_option_set("rescue", 0));
     if (how == HELPER_DELAY_LOWERED) CHECK(ts_option_set("purge_delay_ms", 600000));
@@ -243,44 +252,30 @@ static void test_helper(int how) {
         /* Until the helper sleeps with nothing to do (a pass due for other
          * work would look at the idle heap too): turning the rescue on must
          * wake it. */
-        for (int tries = 0; tries < 2000 && !_ts_purge_helper_idle(); tries++) usleep(10000);
-        CHECK_MSG(_ts_purge_helper_idle(), "the helper never went idle with the rescue off");
+        CHECK_MSG(wait_for(helper_idle, NULL, 20.0),
+                  "the helper never went idle with the rescue off");
         CHECK(ts_option_set("rescue", 1));
     }
     if (how == HELPER_PURGE_REFUSED) {
         /* Until the sweep of the idle owner's blocks was refused: once the OS
          * agrees, a later pass must purge them (they carry no swept note). */
         size_t swept0 = swept();
-        for (int tries = 0; tries < 2000 && _ts_os_test_failures() - refusals < 50; tries++)
-            usleep(10000);
-        CHECK_MSG(_ts_os_test_failures() - refusals >= 50, "the sweep was never refused");
+        CHECK_MSG(wait_for(refused_50, &refusals, 20.0), "the sweep was never refused");
         CHECK(swept() == swept0);
         _ts_os_test_fail(0, 0, 0);
     }
     if (how == HELPER_DELAY_LOWERED) {
         /* Until a pass has set the next sweep a period, ten minutes, out. */
-        for (int tries = 0; tries < 2000; tries++) {
-            uint64_t next = _ts_sweep_next();
-            if (next != UINT64_MAX && next > _ts_os_now_ns() + ((uint64_t)60 << 30)) break;
-            usleep(10000);
-        }
-        CHECK_MSG(_ts_sweep_next() > _ts_os_now_ns() + ((uint64_t)60 << 30),
-                  "no sweep was set a long purge delay out");
+        CHECK_MSG(wait_for(sweep_far, NULL, 20.0), "no sweep was set a long purge delay out");
         CHECK(ts_option_set("purge_delay_ms", 20));
     }
     /* From here on no thread calls the allocator. */
     size_t limit = high - freed / 10 * 7;
-    double t0 = now_s(), took = -1;
-    while (now_s() - t0 < 20.0) {
-        if (ts_rss_bytes() <= limit) {
-            took = now_s() - t0;
-            break;
-        }
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    CHECK_MSG(took >= 0, "RSS stayed at %zu KB while the owner waited (%zu KB freed, peak %zu KB)",
+    double t0 = now_s();
+    CHECK_MSG(wait_for(rss_at_most, &limit, 20.0),
+              "RSS stayed at %zu KB while the owner waited (%zu KB freed, peak %zu KB)",
               ts_rss_bytes() >> 10, freed >> 10, high >> 10);
+    double took = now_s() - t0;
     static const char *const hows[] = {"", " (rescue turned back on)", " (delay lowered)",
                                        " (purges refused first)"};
     printf("helper%s: RSS %zu KB -> under %zu KB after %.0f ms\n", hows[how], high >> 10,

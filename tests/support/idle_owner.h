@@ -28,6 +28,27 @@ static inline double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Polls cond(arg) every 10 ms for up to `seconds` (a bound, not a timing
+ * assertion); returns whether it came to hold. */
+static inline int wait_for(int (*cond)(void *), void *arg, double seconds) {
+    double t0 = now_s();
+    while (now_s() - t0 < seconds) {
+        if (cond(arg)) return 1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+/* The purge helper sleeps with nothing to do (any request would wake it). */
+static inline int helper_idle(void *unused) {
+    (void)unused;
+    return _ts_purge_helper_idle();
+}
+/* RSS is at most *(size_t *)limit bytes. */
+static inline int rss_at_most(void *limit) {
+    return ts_rss_bytes() <= *(const size_t *)limit;
+}
+
 static inline size_t pages_in_use(void) {
     return atomic_load(&_ts_stats.pages[0]) + atomic_load(&_ts_stats.pages[1]) +
            atomic_load(&_ts_stats.pages[2]);

@@ -347,7 +347,7 @@ uint64_t _ts_segments_purge(uint64_t now, bool force) {
  * to be worth it. Racy reads of the layout only choose which pages to offer:
  * _ts_sweep_take decides by CAS on thread_free. The lists taken from one
  * segment are purged with the registry lock released (the purge takes time:
- * 68 ms in one pass of a review program, which held up every thread that
+ * 68 ms in one pass over a heap of many idle pages, holding up every thread that
  * needed a segment); the segment stays registered while the pass holds
  * blocks of it, and the last list goes back under the lock, so the walk
  * goes on from a segment still in the registry. */

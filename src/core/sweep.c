@@ -6,7 +6,7 @@
  * list until the owner's slow path takes them. An owner that stops
  * allocating (a producer in pthread_join, a thread pool worker waiting for
  * work) would keep them resident for as long as it waits: hundreds of MiB in
- * a review program (docs/core.md). rescue.c gives back full pages whose
+ * a producer/consumer program (docs/core.md). rescue.c gives back full pages whose
  * blocks all came back; this gives back the rest, block by block.
  *
  * How: a heap is idle when its slow path did not run for _ts_idle_min_ns
@@ -41,9 +41,8 @@
  *   it equals the page's thread_free word, nothing came since the last sweep
  *   and the owner did not take the list, and the page is skipped. (Without
  *   the clearing, a list made again the same way, same head and count, after
- *   the owner had reused the swept blocks was skipped as swept: found in the
- *   thirteenth session, by a test whose second owner laid out its pages as
- *   the first had.)
+ *   the owner had reused the swept blocks was skipped as swept, as when a
+ *   new owner lays out its pages as the previous one did.)
  *
  * When: a remote push of a block of a sweepable size sets _ts_sweep_wanted
  * (and wakes the helper) when it was clear; a pass a period later sweeps

@@ -180,8 +180,8 @@ void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, void *target
     if (p == MAP_FAILED) {
         /* The target is left as the kernel left it (os.h). Unmapping it here
          * after the kernel had done so, once another thread got the range,
-         * took that thread's memory: found in review, a large block with a
-         * hole in it, under realloc from several threads. */
+         * took that thread's memory: a large block with a hole in it, under
+         * realloc from several threads. */
         errno = ENOMEM;
         return NULL;
     }

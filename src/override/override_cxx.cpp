@@ -53,7 +53,7 @@ const char *const nothrow_form_names[] = {
     "_Zna" TS_MANGLED_SIZE "St11align_val_tRKSt9nothrow_t",
 };
 
-/* Found by lookup; once set they stay valid (libstdc++ is never unloaded). */
+/* Resolved by lookup; once set they stay valid (libstdc++ is never unloaded). */
 void *found_get_new_handler;
 void *found_throw_bad_alloc;
 void *found_nothrow_forms[4];

@@ -11,7 +11,7 @@
  * helper finds out by looking again while main has no heap (purge.c). This
  * case hangs the old code only when the helper looks at main before main is
  * a zombie; without sleeps to force that it passed 6 of 6 runs on the code
- * before the fix (the reviewer's reproducer, with sleeps, hung 4 of 4), so
+ * before the fix (a variant with sleeps hung 4 of 4), so
  * it guards the path rather than proving the fix. The first case hung 1-2 of 6.
  * Each case runs in a child; the parent waits at most 20 s and checks that it
  * exited with status 0 after running its atexit handler.

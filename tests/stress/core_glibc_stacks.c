@@ -1,4 +1,4 @@
-/* Regressions found in review, both about glibc's thread-stack cache calling
+/* Regression tests, both about glibc's thread-stack cache calling
  * free() at odd moments (from pthread_join or a thread's exit, after the key
  * destructors, holding dl_stack_cache_lock). Run under LD_PRELOAD of
  * libtsalloc.so with small stack-cache tunables so the cache overflows.

@@ -6,7 +6,7 @@
  * The test also defines mmap, munmap and mremap, so the allocator's calls
  * come here: each one that unmaps, moves onto, or newly maps a range that
  * overlaps a block the test holds live aborts at once. That is the failure
- * the eleventh session's review found (a realloc race left a live block with
+ * this guards against (a realloc race left a live block with
  * a hole in it; docs/core.md, Large blocks), caught where it happens rather
  * than at the next touch of the hole.
  *

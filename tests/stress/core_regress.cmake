@@ -1,4 +1,4 @@
-# Core regressions around glibc's thread-stack cache (found in review).
+# Core regressions around glibc's thread-stack cache.
 add_executable(core_glibc_stacks ${CMAKE_CURRENT_LIST_DIR}/core_glibc_stacks.c)
 target_include_directories(core_glibc_stacks PRIVATE ${TS_TEST_SUPPORT})
 target_link_libraries(core_glibc_stacks PRIVATE Threads::Threads ${CMAKE_DL_LIBS})

@@ -43,7 +43,7 @@ if(TARGET tsalloc-classic-static)
   target_link_libraries(bestfit_brkblock PRIVATE ${CMAKE_DL_LIBS})
   ts_preload_test(bestfit_brkblock bestfit_brkblock DESIGNS bestfit bestfit-tls TIMEOUT 30)
 
-  # Regressions of reviews 2 and 3 (bestfit_regress.c lists them): on libtsalloc-classic.a
+  # Regression tests (bestfit_regress.c lists them): on libtsalloc-classic.a
   # (private break, fork handlers), and odd_break again on the real break.
   foreach(variant bestfit_regress bestfit_regress_sysbrk)
     add_executable(${variant} ${CMAKE_CURRENT_LIST_DIR}/bestfit_regress.c)

@@ -1,4 +1,4 @@
-/* Regressions of the bugs review 2 found in bestfit, bestfit-tls and
+/* Regression tests for bugs of bestfit, bestfit-tls and
  * libtsalloc-classic. Usage: bestfit_regress lock|nolock CASE, where CASE is
  *   calloc         calloc over a reserve that a merge had put into the index
  *                  returned non-zero bytes (clean_from was stale). nolock: a
@@ -12,7 +12,6 @@
  *   glibc_sbrk     glibc's main arena and the designs moved one break with no
  *                  common lock: memory was handed out twice.
  *   private_break  the contract of the classic library's private break.
- * And of review 3:
  *   brk_blocked    when the break could not grow (a mapping right above it),
  *                  malloc failed with ENOMEM although memory was available:
  *                  now the heap grows with mapped chunks. Threads, frees of

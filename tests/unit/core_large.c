@@ -257,7 +257,7 @@ static void test_calloc_sparse(unsigned fail) {
 /* Two neighbouring mappings freed into the cache stay two regions: a block
  * carved across both could span two kernel VMAs, which mremap neither grows
  * nor moves (every realloc of such a block failed its move, and that failure
- * path raced: review of the eleventh session). A request bigger than either
+ * path raced). A request bigger than either
  * grows one of them instead, and its realloc moves its pages. */
 static void test_no_join_across_mappings(void) {
     malloc_trim(0); /* empty cache: both blocks are fresh mappings */
@@ -303,7 +303,7 @@ static size_t mapped_bytes(void) {
 /* A block the program split into two VMAs itself (madvise on its first
  * page): mremap cannot move it, realloc copies, and nothing is left mapped
  * behind (a refused move onto a prepared mapping left that mapping: 8 MiB of
- * address space per call, found in review). */
+ * address space per call). */
 static void test_split_block_realloc(void) {
     malloc_trim(0);
     size_t before = mapped_bytes();

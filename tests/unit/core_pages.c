@@ -648,7 +648,7 @@ static void *stale_records(void *arg) {
 /* Statistics read by one thread while another thread's pages keep becoming
  * heads: a reader that saw a page's owner word just before it became head
  * must not take the head's biased `used` for live blocks (it counted about
- * 2^31 of them in review, a few times in every 10,000 reads). */
+ * 2^31 of them, a few times in every 10,000 reads). */
 static atomic_int churn_stop;
 static void *churn_heads(void *arg) {
     (void)arg;
@@ -781,7 +781,7 @@ static void *big_slots(void *arg) {
     return NULL;
 }
 
-/* ---- the lingering big page: cases the tests above leave open (helper-41) ---- */
+/* ---- the lingering big page: cases the tests above leave open ---- */
 
 /* Carve a whole big page of `size` blocks, free them all: it lingers. */
 static ts_page_t *linger_full(size_t size) {

@@ -33,7 +33,7 @@ foreach(v pow2 pow2-partitioned)
     TIMEOUT 90 ENVIRONMENT "TSALLOC_POW2_PARTITIONS=3;TSALLOC_POW2_GIVE_BACK=256M")
 endforeach()
 
-# Review regressions, with sbrk refused so chunks come from mmap.
+# Regression tests, with sbrk refused so chunks come from mmap.
 add_executable(pow2_regress ${CMAKE_CURRENT_LIST_DIR}/pow2_regress.c)
 target_include_directories(pow2_regress PRIVATE ${TS_TEST_SUPPORT})
 target_link_libraries(pow2_regress PRIVATE ${CMAKE_DL_LIBS})

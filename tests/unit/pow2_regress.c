@@ -1,4 +1,4 @@
-/* Regression tests for two pow2 bugs found in review, run under LD_PRELOAD
+/* Regression tests for two pow2 bugs, run under LD_PRELOAD
  * of pow2 and pow2-partitioned with sbrk refused (so chunks come from mmap,
  * which leaves a hole right above each chunk):
  * - huge-adjacent: a 1 MiB huge block mapped right where a chunk ends was

@@ -219,7 +219,7 @@ int P2(check_heap)(char *why, size_t cap) {
     const pow2_central_t *h = &P2(central);
     unsigned n = pow2_nparts();
     tally_t tally[POW2_PART_SLOTS] = {{0}};
-    size_t pool = 0, brk = 0, mapped = 0;
+    size_t pool = 0, from_break = 0, mapped = 0;
     /* Every chunk the map knows. */
     for (size_t i1 = 0; i1 < POW2_CMAP_L1_SIZE; i1++) {
         atomic_ushort *l2 = atomic_load_explicit(&P2(cmap)[i1], memory_order_acquire);
@@ -232,7 +232,7 @@ int P2(check_heap)(char *why, size_t cap) {
             if (e & POW2_CMAP_MAPPED)
                 mapped++;
             else
-                brk++;
+                from_break++;
             unsigned owner = e & ~(unsigned)POW2_CMAP_MAPPED;
             if (owner == POW2_CMAP_POOL) {
                 pool++;
@@ -250,9 +250,9 @@ int P2(check_heap)(char *why, size_t cap) {
     }
     if (pool != h->pool_chunks)
         problem(&c, "pool: %zu chunks mapped, %zu counted", pool, h->pool_chunks);
-    if (brk != h->brk_chunks || mapped != h->map_chunks)
-        problem(&c, "chunks: %zu brk %zu map, counted %zu %zu", brk, mapped, h->brk_chunks,
-                h->map_chunks);
+    if (from_break != h->brk_chunks || mapped != h->map_chunks)
+        problem(&c, "chunks: %zu brk %zu map, counted %zu %zu", from_break, mapped,
+                h->brk_chunks, h->map_chunks);
     size_t listed = 0;
     for (pow2_free_t *ch = h->pool; ch; ch = ch->next) {
         if ((pow2_cmap_get((uintptr_t)ch) & ~(unsigned)POW2_CMAP_MAPPED) != POW2_CMAP_POOL)

@@ -150,15 +150,20 @@ endif()
 
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND AND TARGET tsbench-exec)
-  # The runner on fake workloads and fake allocators (no matplotlib, no network).
+  # The tsbench package (bench/tsbench/) on fake workloads and fake allocators
+  # (no matplotlib, no network): every bench/tests/test_*.py. A run that
+  # finds no test fails.
   add_test(NAME tsbench_unit
-           COMMAND ${Python3_EXECUTABLE} -m unittest -v test_tsbench
+           COMMAND ${Python3_EXECUTABLE} -m unittest discover -v -s . -p "test_*.py"
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/bench/tests)
   set_tests_properties(tsbench_unit PROPERTIES TIMEOUT 180
+    FAIL_REGULAR_EXPRESSION "(^|\n)Ran 0 tests"
     ENVIRONMENT "TSBENCH_EXEC=$<TARGET_FILE:tsbench-exec>;PYTHONDONTWRITEBYTECODE=1")
 
   # The real runner over every workload, quick sizes, glibc and the peers that
-  # are installed; --strict fails the test if any cell is not ok.
+  # are installed, started as `python3 bench/tsbench` (the package folder run
+  # as a script, as make bench does); --strict fails the test if any cell is
+  # not ok.
   add_test(NAME tsbench_quick
            COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/tsbench
                    --build ${PROJECT_BINARY_DIR} --quick --strict --no-plots --callgrind off

@@ -1,0 +1,140 @@
+"""The allocators tsbench compares: glibc (no preload), the peers
+(jemalloc, tcmalloc, mimalloc from the distribution), every tsalloc design
+found in the build's lib/, and libraries given with --allocator. A missing
+one stays in the list, marked unavailable, so the report can say why.
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+import sysconfig
+
+
+APT_PACKAGES = ["libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0"]
+APT_LINE = "apt-get install -y " + " ".join(APT_PACKAGES)
+
+
+# Peer allocators: (name, library file name, Debian package).
+PEERS = [
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+]
+
+
+class Allocator:
+    """A malloc to compare: a library to preload (path), or glibc (no path)."""
+
+    def __init__(self, name, path, kind, available=True, note=""):
+        self.name = name
+        self.path = path            # None: the system malloc (glibc), no preload
+        self.kind = kind            # system, peer, tsalloc, user
+        self.available = available
+        self.note = note
+        self.version = ""
+
+    def to_json(self):
+        return {"name": self.name, "path": self.path, "kind": self.kind,
+                "available": self.available, "note": self.note, "version": self.version}
+
+
+def default_peer_dir():
+    multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+    for d in ("/usr/lib/" + multiarch, "/lib/" + multiarch, "/usr/lib64", "/usr/lib"):
+        if os.path.isdir(d):
+            return d
+    return "/usr/lib"
+
+
+def discover_tsalloc(build):
+    """libtsalloc.so is 'tsalloc'; libtsalloc-<design>.so is '<design>'.
+    libtsalloc-classic.so only exports the seed API and libtsalloc-record.so is
+    the trace recorder: neither is a malloc of its own."""
+    libdir = os.path.join(build, "lib")
+    found = []
+    main = os.path.join(libdir, "libtsalloc.so")
+    if os.path.exists(main):
+        found.append(Allocator("tsalloc", main, "tsalloc"))
+    designs = {}
+    for path in glob.glob(os.path.join(libdir, "libtsalloc-*.so")):
+        design = os.path.basename(path)[len("libtsalloc-"):-len(".so")]
+        if design and design not in ("classic", "record"):
+            designs[design] = path
+    for design in sorted(designs):
+        found.append(Allocator(design, designs[design], "tsalloc"))
+    return found
+
+
+def discover_peers(peer_dir):
+    peers = []
+    for name, lib, package in PEERS:
+        path = os.path.join(peer_dir, lib)
+        if os.path.exists(path):
+            peers.append(Allocator(name, path, "peer"))
+        else:
+            peers.append(Allocator(name, path, "peer", available=False,
+                                   note="not installed (%s)" % package))
+    return peers
+
+
+def install_peers(peer_dir, log):
+    """apt-get install the missing peers when root; apt-get update only if needed."""
+    missing = [p for p in discover_peers(peer_dir) if not p.available]
+    if not missing:
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        log("tsbench: --install-peers needs root and apt-get; run: " + APT_LINE)
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmd = ["apt-get", "install", "-y", "-q"] + APT_PACKAGES
+    log("tsbench: installing peers: " + " ".join(cmd))
+    if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        return
+    log("tsbench: apt-get install failed; running apt-get update first")
+    subprocess.run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        log("tsbench: could not install the peers; run: " + APT_LINE)
+
+
+def select_allocators(args, log):
+    """Every candidate, in report order: glibc, peers, tsalloc designs, user."""
+    candidates = [Allocator("glibc", None, "system")]
+    candidates += discover_peers(args.peer_dir)
+    candidates += discover_tsalloc(args.build)
+    for spec in args.allocator or []:
+        if "=" not in spec:
+            raise SystemExit("tsbench: --allocator wants name=/path/lib.so, got %r" % spec)
+        name, path = spec.split("=", 1)
+        path = os.path.abspath(path)
+        candidates = [c for c in candidates if c.name != name]
+        if os.path.isfile(path):
+            candidates.append(Allocator(name, path, "user"))
+        else:
+            candidates.append(Allocator(name, path, "user", available=False,
+                                        note="file not found"))
+    if args.allocators:
+        wanted = [n.strip() for n in args.allocators.split(",") if n.strip()]
+        by_name = {c.name: c for c in candidates}
+        chosen = []
+        for n in wanted:
+            if n in by_name:
+                chosen.append(by_name[n])
+            else:
+                chosen.append(Allocator(n, None, "unknown", available=False,
+                                        note="unknown allocator (known: %s)"
+                                        % ", ".join(c.name for c in candidates)))
+        candidates = chosen
+    for c in candidates:
+        if c.available:
+            continue
+        if c.kind == "peer":
+            log("tsbench: %s missing (%s); install the peers with: %s" % (c.name, c.path,
+                                                                          APT_LINE))
+        else:
+            log("tsbench: %s missing: %s%s" % (c.name, c.note,
+                                               " (%s)" % c.path if c.path else ""))
+    return candidates

@@ -1,0 +1,73 @@
+"""Text of report cells that every format shares: numbers, a bad cell's
+status word, a paired ratio with its interval, and the rows of the
+"resident at the end" table.
+"""
+
+from tsbench.outcome import CRASHED, FAILED, OK, SKIPPED, TIMEOUT, WRONG
+from tsbench.stats import PAIRED_KEYS
+
+
+def fmt(v, spec="%.3f", none="-"):
+    return none if v is None else spec % v
+
+
+def fmt_ms(seconds, none="-"):
+    """Seconds shown as milliseconds with about four significant digits."""
+    if seconds is None:
+        return none
+    ms = seconds * 1000
+    for limit, spec in ((100, "%.0f"), (10, "%.1f"), (1, "%.2f")):
+        if ms >= limit:
+            return spec % ms
+    return "%.3f" % ms
+
+
+def cell_label(s):
+    if s["status"] == OK:
+        return None
+    return {FAILED: "FAILED", CRASHED: "CRASHED", TIMEOUT: "TIMEOUT", WRONG: "WRONG",
+            SKIPPED: "SKIPPED"}.get(s["status"], s["status"].upper())
+
+
+def short_status(status):
+    return {TIMEOUT: "T", CRASHED: "C", FAILED: "F", WRONG: "W", SKIPPED: "S"}.get(status, "?")
+
+
+def paired_text(c, sep="-", keys=PAIRED_KEYS):
+    """0.92 [0.85-0.99]; 0.92 (3 rounds) without an interval; - without pairs."""
+    med, lo, hi, n = (c.get(k) for k in keys)
+    if med is None:
+        return "-"
+    if lo is None:
+        return "%.2f (%d rounds)" % (med, n)
+    return "%.2f [%.2f%s%.2f]" % (med, lo, sep, hi)
+
+
+END_RSS_NOTE = ("what a workload still holds resident at its end (its rss_end_kb: churn "
+                "after the last wave, idle-owner and idle-owner-keep after their wait), "
+                "median MiB")
+
+
+def end_rss_rows(by_key, names, workload_names):
+    """[(workload, [(allocator, MiB or None, ratio to glibc or None)])] for the
+    workloads whose runs report rss_end_kb."""
+    rows = []
+    for wl in workload_names:
+        values = {}
+        for n in names:
+            c = by_key.get((wl, n))
+            v = (c.get("extra") or {}).get("rss_end_kb") if c and c["status"] == OK else None
+            values[n] = v
+        if not any(v is not None for v in values.values()):
+            continue
+        base = values.get("glibc")
+        rows.append((wl, [(n, None if v is None else v / 1024,
+                           v / base if v is not None and base else None)
+                          for n, v in values.items()]))
+    return rows
+
+
+def end_rss_text(name, mib, ratio):
+    """A cell of the resident-at-the-end table: MiB, and the ratio to glibc."""
+    return fmt(mib, "%.1f", "") + (" (%.2f)" % ratio if ratio is not None and name != "glibc"
+                                  else "")

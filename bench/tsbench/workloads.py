@@ -1,0 +1,149 @@
+"""The workload table: every program tsbench runs, with its default and
+--quick arguments. Each is build/bin/tsb-<program>, built from
+bench/workloads/<program>.c; several entries may run one program with
+different arguments. docs/bench.md describes each of them.
+"""
+
+import os
+import subprocess
+
+from tsbench.process import clean_env
+
+
+class Workload:
+    """One benchmark program: build/bin/tsb-<program> (the name by default)
+    plus its arguments."""
+
+    def __init__(self, name, what, args, quick, check_key="check", rss_series=False,
+                 prepare=None, program=None):
+        self.name = name
+        self.program = program or name
+        self.what = what
+        self.args = list(args)
+        self.quick = list(quick)
+        self.check_key = check_key      # a value every allocator must agree on
+        self.rss_series = rss_series    # keep the RSS-over-time samples
+        self.prepare = prepare          # fn(ctx) -> extra args, or raises Skip
+
+    def binary(self, bindir):
+        return os.path.join(bindir, "tsb-" + self.program)
+
+
+class Skip(Exception):
+    """A workload cannot run (not built, or its input could not be made)."""
+
+
+def prepare_memsim(ctx):
+    """memsim replays a trace: make one with gentrace (seeded, so the same
+    arguments give the same trace), once per results directory."""
+    gen = os.path.join(ctx.bindir, "tsb-gentrace")
+    if not os.path.exists(gen):
+        raise Skip("tsb-gentrace is not built")
+    path = os.path.join(ctx.outdir, "memsim.trace")
+    args = ["--ops", "2000", "--slots", "200"] if ctx.quick else ["--ops", "100000"]
+    if not os.path.exists(path):
+        proc = subprocess.run([gen] + args + ["--out", path], env=clean_env(),
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise Skip("gentrace failed: " + (proc.stdout + proc.stderr).strip()[-200:])
+    ctx.notes.append("memsim replays %s, made by tsb-gentrace %s" % (os.path.basename(path),
+                                                                      " ".join(args)))
+    return ["--trace", path]
+
+
+WORKLOADS = [
+    Workload("lecture1", "seed lecture program 1: T threads loop malloc(8..512)/free",
+             ["--threads", "32", "--iters", "400000"], ["--threads", "4", "--iters", "2000"]),
+    # The same loop with untouched blocks, as the seed wrote it: less of the
+    # time is the workload's own, so allocators differ more.
+    Workload("lecture1-bare", "lecture1 as the seed wrote it: blocks are not touched",
+             ["--threads", "32", "--iters", "400000", "--tags", "0"],
+             ["--threads", "4", "--iters", "2000", "--tags", "0"], program="lecture1"),
+    Workload("lecture2", "seed lecture program 2: P producer/consumer pairs, every block "
+             "freed by the other thread", ["--pairs", "16", "--batches", "200"],
+             ["--pairs", "2", "--batches", "4", "--batch", "64", "--ring", "256"]),
+    # The scheduler decides whether a pair's two threads share a CPU, and that
+    # moves lecture2's time more than the allocator does: these two fix it.
+    Workload("lecture2-pair", "lecture2 with each pair's two threads on one CPU (blocks freed "
+             "where they were written)", ["--pairs", "16", "--batches", "200", "--pin", "pair"],
+             ["--pairs", "2", "--batches", "4", "--batch", "64", "--ring", "256", "--pin",
+              "pair"], program="lecture2"),
+    Workload("lecture2-split", "lecture2 with producers and consumers on different CPUs "
+             "(every block crosses caches)", ["--pairs", "16", "--batches", "200", "--pin",
+                                               "split"],
+             ["--pairs", "2", "--batches", "4", "--batch", "64", "--ring", "256", "--pin",
+              "split"], program="lecture2"),
+    Workload("measurement", "seed 001 thread_test_measurement: 4 threads x 20000 blocks of "
+             "128..1024 B, even threads free others' blocks",
+             ["--api", "malloc", "--threads", "4", "--blocks", "20000"],
+             ["--api", "malloc", "--threads", "2", "--blocks", "500"]),
+    Workload("collatz-ivec", "seed 004 ivec: Collatz sequences in growable arrays, copied "
+             "and freed at each step (realloc)", ["--threads", "4", "--count", "50000"],
+             ["--threads", "2", "--count", "300"]),
+    Workload("collatz-list", "seed 004 list: Collatz sequences in linked lists of 16-byte "
+             "cells, copied and freed at each step", ["--threads", "4", "--count", "3500"],
+             ["--threads", "2", "--count", "100"]),
+    Workload("memsim", "seed 003 memsim: replay of a gentrace trace, T threads x R repeats",
+             ["--threads", "4", "--repeats", "20"], ["--threads", "2", "--repeats", "2"],
+             prepare=prepare_memsim),
+    Workload("server", "larson-style server: arrays of live blocks handed to fresh threads "
+             "each round, random replacement",
+             ["--threads", "4", "--slots", "2000", "--rounds", "20", "--ops", "40000"],
+             ["--threads", "2", "--slots", "100", "--rounds", "3", "--ops", "500"]),
+    Workload("churn", "thread churn: waves of short-lived threads; each frees what its "
+             "predecessor left, mallocs, leaves a quarter behind and exits",
+             ["--threads", "4", "--waves", "300", "--blocks", "1000"],
+             ["--threads", "2", "--waves", "6", "--blocks", "100"]),
+    # What stays resident after another thread freed everything the owner made,
+    # while the owner waits (reported as rss_end_kb; see end_rss_rows).
+    Workload("idle-owner", "main fills 128 MiB of 16-1000 B blocks, a worker frees them all, "
+             "main waits 1 s with no allocator call: what stays resident",
+             ["--mb", "128", "--wait-ms", "1000"], ["--mb", "4", "--wait-ms", "200"]),
+    # The same with big blocks, main keeping every 8th: no page comes back
+    # whole, so only blocks freed inside pages can go.
+    Workload("idle-owner-keep", "main fills 128 MiB of 16-400 KiB blocks, a worker frees 7 of "
+             "8, main waits 1 s with no allocator call: what stays resident",
+             ["--mb", "128", "--min", "16384", "--max", "409600", "--keep", "8",
+              "--touch", "1", "--wait-ms", "1000"],
+             ["--mb", "8", "--min", "16384", "--max", "409600", "--keep", "8",
+              "--touch", "1", "--wait-ms", "200"], program="idle-owner"),
+    Workload("xthread", "disjoint threads: producers only malloc, consumers only free",
+             ["--producers", "2", "--consumers", "2", "--blocks", "400000"],
+             ["--producers", "1", "--consumers", "2", "--blocks", "4096", "--batch", "64",
+              "--depth", "4"]),
+    Workload("false-sharing", "threads write small objects they allocated (active) or that "
+             "replaced ones handed out by main (passive)",
+             ["--threads", "2", "--rounds", "800", "--writes", "50000"],
+             ["--threads", "2", "--rounds", "10", "--writes", "1000"]),
+    Workload("fragmentation", "many small blocks, 90% freed at random, then larger ones: "
+             "peak and final RSS", ["--small", "400000"], ["--small", "5000"], rss_series=True),
+    Workload("midsize", "T threads each keep 32 blocks of 16-256 KiB and replace random ones",
+             ["--threads", "2", "--slots", "32", "--ops", "500000"],
+             ["--threads", "2", "--slots", "8", "--ops", "2000"]),
+    Workload("large", "realloc growth to 200 MiB, then 1-32 MiB blocks",
+             ["--max-mb", "200", "--blocks", "16", "--max-block-mb", "32", "--live", "8"],
+             ["--max-mb", "4", "--blocks", "4", "--max-block-mb", "2", "--live", "2"],
+             rss_series=True),
+    Workload("fastpath", "single-thread malloc/free pair cost for several sizes",
+             ["--iters", "1500000"],
+             ["--iters", "20000", "--warmup", "100"]),
+    # One big block in a loop, on its own: some allocators take 50x the time
+    # of the small sizes there, which would swamp fastpath's total.
+    Workload("fastpath-big", "single-thread malloc/free pair cost at 256 KiB",
+             ["--iters", "1000000", "--sizes", "262144"],
+             ["--iters", "2000", "--warmup", "100", "--sizes", "262144"], program="fastpath"),
+]
+
+
+WORKLOAD_NAMES = [w.name for w in WORKLOADS]
+
+
+def choose_workloads(args, log):
+    if not args.workloads:
+        return list(WORKLOADS)
+    wanted = [n.strip() for n in args.workloads.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in WORKLOAD_NAMES]
+    if unknown:
+        raise SystemExit("tsbench: unknown workload(s) %s; known: %s" % (
+            ", ".join(unknown), ", ".join(WORKLOAD_NAMES)))
+    return [w for w in WORKLOADS if w.name in wanted]

@@ -15,7 +15,7 @@
  * fully up). Never from free (glibc frees under its stack-cache lock, which
  * pthread_create takes): a request made by a free waits for the next
  * allocation slow path, and a process that from then on allocates only from
- * warm free lists keeps that memory meanwhile (docs/core.md, Limits). It
+ * warm free lists keeps that memory meanwhile (docs/core/limits.md). It
  * blocks every signal, sleeps until the earliest deadline, purges what
  * expired (free pages of every segment, cached segments, cached large
  * regions), gives back pages of exited threads whose blocks were freed

@@ -6,8 +6,9 @@
  * list until the owner's slow path takes them. An owner that stops
  * allocating (a producer in pthread_join, a thread pool worker waiting for
  * work) would keep them resident for as long as it waits: hundreds of MiB in
- * a producer/consumer program (docs/core.md). rescue.c gives back full pages whose
- * blocks all came back; this gives back the rest, block by block.
+ * a producer/consumer program (docs/core/memory-to-os.md, "The sweep").
+ * rescue.c gives back full pages whose blocks all came back; this gives back
+ * the rest, block by block.
  *
  * How: a heap is idle when its slow path did not run for _ts_idle_min_ns
  * (five purge delays, at least 10 ms; passes a period apart, the purge delay

@@ -6,9 +6,9 @@
  * The test also defines mmap, munmap and mremap, so the allocator's calls
  * come here: each one that unmaps, moves onto, or newly maps a range that
  * overlaps a block the test holds live aborts at once. That is the failure
- * this guards against (a realloc race left a live block with
- * a hole in it; docs/core.md, Large blocks), caught where it happens rather
- * than at the next touch of the hole.
+ * this guards against (a realloc race left a live block with a hole in it;
+ * docs/core/large-blocks.md, "Moves"), caught where it happens rather than at
+ * the next touch of the hole.
  *
  * Usage: core_large_stress [threads] [operations per thread]
  */

@@ -85,7 +85,7 @@ static void *light_thread(void *arg) {
 }
 
 int main(void) {
-    CHECK(ts_option_get("huge_pages") == 0); /* off by default: see docs/core.md */
+    CHECK(ts_option_get("huge_pages") == 0); /* off by default: docs/core/huge-pages.md */
     CHECK(ts_option_set("huge_pages", 1));
     size_t asked = atomic_load(&_ts_stats.huge_halves);
 

@@ -17,6 +17,8 @@
  */
 #include "core/internal.h"
 
+#include "base/thread_exit.h"
+
 static _Atomic int process_state;
 /* Random, set before the first page exists (internal.h: free marks). */
 static uint64_t mark_secret = 0xd6e8feb86659fd93ull;
@@ -31,8 +33,7 @@ uint64_t _ts_new_mark_key(void) {
     return x | (uint64_t)1 << 63;
 }
 static _Atomic int ctor_done;
-static pthread_key_t heap_key;
-static bool heap_key_ok;
+static ts_thread_exit_t heap_exit;
 
 static void thread_exit(void *arg) {
     ts_heap_t *heap = arg;
@@ -54,8 +55,8 @@ static TS_NOINLINE void process_init_slow(void) {
         _ts_options_init();
         mark_secret = _ts_os_random();
         (void)_ts_os_page_size(); /* the OS layer caches it: once, before other threads */
-        heap_key_ok = pthread_key_create(&heap_key, thread_exit) == 0;
-        if (!heap_key_ok) _ts_verbose(1, "no pthread key: heaps of exiting threads are not reused");
+        if (!_ts_thread_exit_init(&heap_exit, thread_exit))
+            _ts_verbose(1, "no pthread key: heaps of exiting threads are not reused");
         atomic_store_explicit(&process_state, 2, memory_order_release);
         _ts_verbose(2, "initialised");
         return;
@@ -76,9 +77,9 @@ ts_heap_t *_ts_thread_init(void) {
     _ts_process_init();
     ts_heap_t *heap = _ts_heap_new(true);
     if (!heap) return NULL;
-    /* Publish first: pthread_setspecific may itself call calloc. */
+    /* Publish first: arming may itself call calloc. */
     _ts_tls_heap = heap;
-    if (heap_key_ok) pthread_setspecific(heap_key, heap);
+    _ts_thread_exit_arm(&heap_exit, heap);
     return heap;
 }
 

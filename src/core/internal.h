@@ -49,6 +49,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "base/spinlock.h"
 
 /* ---- geometry ------------------------------------------------------------ */
 
@@ -243,7 +244,7 @@ struct ts_segment {
     uint8_t page_shift;
     uint8_t first_page; /* index of the first usable page */
     uint8_t page_count; /* pages of this kind (usable: first_page .. page_count-1) */
-    _Atomic int lock;   /* spinlock: free_mask, dirty_mask, page states, purge_at */
+    ts_spinlock_t lock; /* free_mask, dirty_mask, page states, purge_at */
     uint32_t used_pages;
     uint64_t free_mask;          /* pages not in use */
     _Atomic uint64_t dirty_mask; /* free pages still resident, waiting for purge */
@@ -347,20 +348,6 @@ TS_INLINE void ts_block_mark(const ts_page_t *page, void *block) {
 }
 /* A fresh mark key for a page set up for a class (init.c). */
 TS_HIDDEN uint64_t _ts_new_mark_key(void);
-
-/* ---- tiny spinlock (segment bookkeeping; held for short, rare sections) --- */
-
-TS_INLINE bool ts_spin_trylock(_Atomic int *l) {
-    return !atomic_load_explicit(l, memory_order_relaxed) &&
-           !atomic_exchange_explicit(l, 1, memory_order_acquire);
-}
-TS_HIDDEN void _ts_spin_lock_slow(_Atomic int *l);
-TS_INLINE void ts_spin_lock(_Atomic int *l) {
-    if (ts_unlikely(!ts_spin_trylock(l))) _ts_spin_lock_slow(l);
-}
-TS_INLINE void ts_spin_unlock(_Atomic int *l) {
-    atomic_store_explicit(l, 0, memory_order_release);
-}
 
 /* ---- heaps ------------------------------------------------------------------- */
 

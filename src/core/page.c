@@ -263,9 +263,7 @@ static bool page_refill(ts_page_t *page) {
 
 static void wait_briefly(unsigned *spins) {
     if (++*spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        ts_cpu_relax();
     } else {
         _ts_os_yield();
     }

@@ -61,18 +61,6 @@ static _Atomic uint64_t abandoned_due;
 /* Bytes of the header that are ever touched (the rest of its 64 KiB is not). */
 #define HEADER_TOUCHED ts_align_up(sizeof(ts_segment_t), 4096)
 
-void _ts_spin_lock_slow(_Atomic int *l) {
-    for (;;) {
-        for (int i = 0; i < 64; i++) {
-            if (ts_spin_trylock(l)) return;
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        }
-        _ts_os_yield();
-    }
-}
-
 /* ---- mapping --------------------------------------------------------------- */
 
 static ts_segment_t *segment_reserve_take(void) {
@@ -883,7 +871,7 @@ void _ts_segments_atfork_parent(void) {
 
 void _ts_segments_atfork_child(void) {
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next)
-        atomic_store_explicit(&seg->lock, 0, memory_order_relaxed);
+        ts_spin_init(&seg->lock);
     pthread_mutex_init(&registry_lock, NULL);
     pthread_mutex_init(&cache_lock, NULL);
     pthread_mutex_init(&abandoned_lock, NULL);

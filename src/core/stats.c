@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/counter.h"
 #include "designs/design.h"
 #include "tsalloc.h"
 
@@ -26,11 +27,7 @@ ts_gstats_t _ts_stats;
 bool _ts_stat_commit_locked(size_t bytes) {
     size_t now =
         atomic_fetch_add_explicit(&_ts_stats.committed, bytes, memory_order_relaxed) + bytes;
-    size_t peak = atomic_load_explicit(&_ts_stats.peak, memory_order_relaxed);
-    while (now > peak &&
-           !atomic_compare_exchange_weak_explicit(&_ts_stats.peak, &peak, now, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
+    ts_peak_update(&_ts_stats.peak, now);
     return ts_unlikely(now >= TS_PURGE_THREAD_MIN_BYTES && now - bytes < TS_PURGE_THREAD_MIN_BYTES);
 }
 

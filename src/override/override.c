@@ -16,8 +16,11 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/malloc_family.h"
 
 #ifndef TS_DESIGN
 #error "compile the shim with -DTS_DESIGN=<design identifier>"
@@ -43,28 +46,36 @@
 #define TS_ALIAS(name) __attribute__((alias(#name), visibility("default")))
 #endif
 
+/* What the shim exports is the one list of base/malloc_family.h: these
+ * declarations give its names default visibility (the library builds with
+ * hidden visibility), and a definition below that strays from the list's
+ * signature does not compile. */
+#define TS_SHIM_EXPORT(name, ret, params, args) TS_EXPORT ret name params;
+TS_MALLOC_FAMILY(TS_SHIM_EXPORT)
+TS_MALLOC_EXTRAS(TS_SHIM_EXPORT)
+
 /* malloc and free start on a cache line: their time in a tight loop moved by
  * about 20% with where the linker happened to place them (the same code at
  * another offset: 16.4 against 13.5 ns a 32 KiB pair). */
 #define TS_LINE_ALIGNED __attribute__((aligned(64)))
 
-TS_EXPORT TS_LINE_ALIGNED void *malloc(size_t size) {
+TS_LINE_ALIGNED void *malloc(size_t size) {
     return TS_DESIGN_MALLOC_INLINE(size);
 }
 
-TS_EXPORT TS_LINE_ALIGNED void free(void *ptr) {
+TS_LINE_ALIGNED void free(void *ptr) {
     TS_DESIGN_FREE_INLINE(ptr);
 }
 
-TS_EXPORT void *calloc(size_t count, size_t size) {
+void *calloc(size_t count, size_t size) {
     return ts_family_calloc(count, size);
 }
 
-TS_EXPORT void *realloc(void *ptr, size_t size) {
+void *realloc(void *ptr, size_t size) {
     return ts_family_realloc(ptr, size);
 }
 
-TS_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
+void *reallocarray(void *ptr, size_t count, size_t size) {
     size_t total;
     if (__builtin_mul_overflow(count, size, &total)) {
         errno = ENOMEM;
@@ -73,15 +84,15 @@ TS_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
     return realloc(ptr, total);
 }
 
-TS_EXPORT void *memalign(size_t align, size_t size) {
+void *memalign(size_t align, size_t size) {
     return ts_family_memalign(align, size);
 }
 
-TS_EXPORT void *aligned_alloc(size_t align, size_t size) {
+void *aligned_alloc(size_t align, size_t size) {
     return ts_family_aligned_alloc(align, size);
 }
 
-TS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+int posix_memalign(void **out, size_t align, size_t size) {
     if (!ts_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
     int saved = errno;
     void *p = ts_family_memalign(align, size);
@@ -94,11 +105,11 @@ TS_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     return 0;
 }
 
-TS_EXPORT void *valloc(size_t size) {
+void *valloc(size_t size) {
     return ts_family_memalign(_ts_os_page_size(), size);
 }
 
-TS_EXPORT void *pvalloc(size_t size) {
+void *pvalloc(size_t size) {
     size_t page = _ts_os_page_size();
     if (size > SIZE_MAX - page) {
         errno = ENOMEM;
@@ -108,16 +119,16 @@ TS_EXPORT void *pvalloc(size_t size) {
     return ts_family_memalign(page, rounded ? rounded : page);
 }
 
-TS_EXPORT size_t malloc_usable_size(void *ptr) {
+size_t malloc_usable_size(void *ptr) {
     return ptr ? _TS_D(usable_size)(ptr) : 0;
 }
 
-TS_EXPORT int malloc_trim(size_t pad) {
+int malloc_trim(size_t pad) {
     return _TS_D(trim)(pad);
 }
 
 /* Parameters are accepted and ignored (tsalloc is tuned by TSALLOC_* options). */
-TS_EXPORT int mallopt(int param, int value) {
+int mallopt(int param, int value) {
     switch (param) {
     case M_MXFAST: /* glibc refuses sizes above its largest fastbin */
         return (size_t)value <= 80 * sizeof(size_t) / 4;
@@ -135,7 +146,7 @@ TS_EXPORT int mallopt(int param, int value) {
     }
 }
 
-TS_EXPORT struct mallinfo2 mallinfo2(void) {
+struct mallinfo2 mallinfo2(void) {
     ts_heap_info_t info = {0};
     _TS_D(info)(&info);
     struct mallinfo2 mi = {0};
@@ -152,7 +163,7 @@ TS_EXPORT struct mallinfo2 mallinfo2(void) {
 
 #define CLAMP_INT(x) ((int)((x) > (size_t)2147483647 ? 2147483647 : (x)))
 
-TS_EXPORT struct mallinfo mallinfo(void) {
+struct mallinfo mallinfo(void) {
     struct mallinfo2 m2 = mallinfo2();
     struct mallinfo mi = {0};
     mi.arena = CLAMP_INT(m2.arena);
@@ -167,7 +178,7 @@ TS_EXPORT struct mallinfo mallinfo(void) {
 }
 
 /* Like glibc's malloc_stats: a short summary on stderr, without allocating. */
-TS_EXPORT void malloc_stats(void) {
+void malloc_stats(void) {
     ts_heap_info_t info = {0};
     _TS_D(info)(&info);
     char buf[512];
@@ -181,7 +192,7 @@ TS_EXPORT void malloc_stats(void) {
 }
 
 /* XML in the shape glibc writes, with one heap. */
-TS_EXPORT int malloc_info(int options, FILE *fp) {
+int malloc_info(int options, FILE *fp) {
     if (options != 0) return EINVAL; /* as glibc: the error is the return value */
     ts_heap_info_t info = {0};
     _TS_D(info)(&info);
@@ -210,25 +221,19 @@ TS_EXPORT int malloc_info(int options, FILE *fp) {
     return 0;
 }
 
-/* glibc's internal names, which some programs and libraries call directly. */
-void *__libc_malloc(size_t size) TS_ALIAS(malloc);
-void __libc_free(void *ptr) TS_ALIAS(free);
-void *__libc_calloc(size_t count, size_t size) TS_ALIAS(calloc);
-void *__libc_realloc(void *ptr, size_t size) TS_ALIAS(realloc);
-void *__libc_memalign(size_t align, size_t size) TS_ALIAS(memalign);
-void *__libc_valloc(size_t size) TS_ALIAS(valloc);
-void *__libc_pvalloc(size_t size) TS_ALIAS(pvalloc);
-int __posix_memalign(void **out, size_t align, size_t size) TS_ALIAS(posix_memalign);
+/* glibc's internal names, which some programs and libraries call directly,
+ * and cfree, which old binaries still call (glibc keeps it for them). */
+#define TS_SHIM_ALIAS(alias, target, ret, params) ret alias params TS_ALIAS(target);
+TS_MALLOC_ALIASES(TS_SHIM_ALIAS)
 
-/* Old binaries still call cfree (glibc keeps it for them), and programs built
- * against a C23 libc call the sized frees; each must reach this allocator,
- * never glibc's free with a pointer glibc does not own. */
-void cfree(void *ptr) TS_ALIAS(free);
-TS_EXPORT void free_sized(void *ptr, size_t size) {
+/* Programs built against a C23 libc call the sized frees; like cfree they
+ * must reach this allocator, never glibc's free with a pointer glibc does
+ * not own. */
+void free_sized(void *ptr, size_t size) {
     (void)size;
     free(ptr);
 }
-TS_EXPORT void free_aligned_sized(void *ptr, size_t align, size_t size) {
+void free_aligned_sized(void *ptr, size_t align, size_t size) {
     (void)align;
     (void)size;
     free(ptr);

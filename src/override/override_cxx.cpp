@@ -22,6 +22,7 @@
 #include <new>
 
 extern "C" {
+#include "base/malloc_family.h"
 #include "designs/family.h"
 }
 
@@ -35,23 +36,20 @@ extern "C" void ts_weak_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv")
 
 #define TS_CXX_EXPORT __attribute__((visibility("default")))
 
-/* Itanium mangling of size_t in the operators' names. */
-#if __SIZEOF_SIZE_T__ == 8
-#define TS_MANGLED_SIZE "m"
-#else
-#define TS_MANGLED_SIZE "j"
-#endif
-
 namespace {
 
-/* The four nothrow operators, in the order of their names below. */
+/* The four forms of operator new, each with a throwing and a nothrow
+ * operator: array + 2 * aligned in the list of base/malloc_family.h. */
 enum new_form { FORM_NEW, FORM_NEW_ARRAY, FORM_NEW_ALIGNED, FORM_NEW_ARRAY_ALIGNED };
-const char *const nothrow_form_names[] = {
-    "_Znw" TS_MANGLED_SIZE "RKSt9nothrow_t",
-    "_Zna" TS_MANGLED_SIZE "RKSt9nothrow_t",
-    "_Znw" TS_MANGLED_SIZE "St11align_val_tRKSt9nothrow_t",
-    "_Zna" TS_MANGLED_SIZE "St11align_val_tRKSt9nothrow_t",
-};
+
+/* The mangled name of the nothrow operator of a form. */
+const char *nothrow_form_name(new_form form) {
+#define TS_NOTHROW_NAME(symbol, op, array, aligned, nothrow, params, args)                         \
+    if (nothrow && form == (array) + 2 * (aligned)) return #symbol;
+    TS_CXX_NEW(TS_NOTHROW_NAME)
+#undef TS_NOTHROW_NAME
+    return nullptr;
+}
 
 /* Resolved by lookup; once set they stay valid (libstdc++ is never unloaded). */
 void *found_get_new_handler;
@@ -145,7 +143,7 @@ ts_throw_fn runtime_throw_bad_alloc() {
 bool runtime_new_reaches_us() {
     void *global = dlopen(nullptr, RTLD_LAZY);
     if (!global) return false;
-    bool ours = in_this_object(dlsym(global, "_Znw" TS_MANGLED_SIZE)) ||
+    bool ours = in_this_object(dlsym(global, "_Znwm")) ||
                 in_this_object(dlsym(global, "malloc"));
     dlclose(global);
     return ours;
@@ -164,7 +162,7 @@ void *runtime_nothrow_form(new_form form) {
         return nullptr;
     void *handle = dlopen(runtime.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     if (!handle) return nullptr;
-    fn = dlsym(handle, nothrow_form_names[form]);
+    fn = dlsym(handle, nothrow_form_name(form));
     dlclose(handle);
     if (!fn || in_this_object(fn) || !runtime_new_reaches_us()) return nullptr;
     __atomic_store_n(&found_nothrow_forms[form], fn, __ATOMIC_RELEASE);
@@ -209,84 +207,61 @@ __attribute__((noinline, cold)) void *bad_alignment(size_t size, size_t align, b
     _ts_fatal("operator new(%zu, align %zu): alignment is not a power of two", size, align);
 }
 
-inline void *new_impl(size_t size, new_form form) {
-    void *p = _TS_D(malloc)(size);
-    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, 0, form, false);
+/* The size and alignment an operator new was called with; `aligned` for the
+ * forms with an alignment argument (whatever its value). */
+struct new_request {
+    size_t size, align;
+    bool aligned;
+};
+inline new_request request_of(size_t size) {
+    return {size, 0, false};
+}
+inline new_request request_of(size_t size, const std::nothrow_t &) {
+    return {size, 0, false};
+}
+inline new_request request_of(size_t size, std::align_val_t align) {
+    return {size, static_cast<size_t>(align), true};
+}
+inline new_request request_of(size_t size, std::align_val_t align, const std::nothrow_t &) {
+    return {size, static_cast<size_t>(align), true};
 }
 
-inline void *new_aligned(size_t size, std::align_val_t align, new_form form, bool nothrow) {
-    size_t a = static_cast<size_t>(align);
-    if (__builtin_expect(!ts_is_pow2(a), 0)) return bad_alignment(size, a, nothrow);
-    void *p = ts_family_memalign(a, size);
-    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, a, form, nothrow);
+/* Every operator new: the design's malloc (or memalign for the aligned
+ * forms) and, when it fails, the slow path. Inlined into each operator with
+ * its form constant, so each keeps only its own path. */
+__attribute__((always_inline)) inline void *new_block(new_request r, new_form form,
+                                                      bool nothrow) {
+    if (!r.aligned) {
+        void *p = _TS_D(malloc)(r.size);
+        return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);
+    }
+    if (__builtin_expect(!ts_is_pow2(r.align), 0)) return bad_alignment(r.size, r.align, nothrow);
+    void *p = ts_family_memalign(r.align, r.size);
+    return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, r.align, form, nothrow);
 }
 
-inline void *new_nothrow(size_t size, new_form form) {
-    void *p = _TS_D(malloc)(size);
-    return __builtin_expect(p != nullptr, 1) ? p : new_slow(size, 0, form, true);
+/* Every operator delete: the design's free; the size and alignment a form
+ * passes are not needed. */
+template <class... Unused> inline void delete_block(void *ptr, const Unused &...) {
+    _TS_D(free)(ptr);
 }
 
 } // namespace
 
-TS_CXX_EXPORT void *operator new(size_t size) {
-    return new_impl(size, FORM_NEW);
-}
-TS_CXX_EXPORT void *operator new[](size_t size) {
-    return new_impl(size, FORM_NEW_ARRAY);
-}
-TS_CXX_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept {
-    return new_nothrow(size, FORM_NEW);
-}
-TS_CXX_EXPORT void *operator new[](size_t size, const std::nothrow_t &) noexcept {
-    return new_nothrow(size, FORM_NEW_ARRAY);
-}
-TS_CXX_EXPORT void *operator new(size_t size, std::align_val_t align) {
-    return new_aligned(size, align, FORM_NEW_ALIGNED, false);
-}
-TS_CXX_EXPORT void *operator new[](size_t size, std::align_val_t align) {
-    return new_aligned(size, align, FORM_NEW_ARRAY_ALIGNED, false);
-}
-TS_CXX_EXPORT void *operator new(size_t size, std::align_val_t align,
-                                 const std::nothrow_t &) noexcept {
-    return new_aligned(size, align, FORM_NEW_ALIGNED, true);
-}
-TS_CXX_EXPORT void *operator new[](size_t size, std::align_val_t align,
-                                   const std::nothrow_t &) noexcept {
-    return new_aligned(size, align, FORM_NEW_ARRAY_ALIGNED, true);
-}
-TS_CXX_EXPORT void operator delete(void *p) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete[](void *p) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete(void *p, size_t) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete[](void *p, size_t) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept {
-    _TS_D(free)(p);
-}
-TS_CXX_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept {
-    _TS_D(free)(p);
-}
+/* Every form of operator new and delete, one definition per entry of the
+ * lists in base/malloc_family.h; the entry of `operator new(size_t,
+ * std::align_val_t)`, for one, expands to
+ *   void *operator new(size_t size, std::align_val_t align) noexcept(false) {
+ *       return new_block(request_of(size, align), new_form(0 + 2 * 1), false);
+ *   }
+ */
+#define TS_DEFINE_NEW(symbol, op, array, aligned, nothrow, params, args)                           \
+    TS_CXX_EXPORT void *operator op params noexcept(nothrow != 0) {                                \
+        return new_block(request_of args, new_form((array) + 2 * (aligned)), nothrow != 0);        \
+    }
+#define TS_DEFINE_DELETE(symbol, op, params, args)                                                 \
+    TS_CXX_EXPORT void operator op params noexcept {                                               \
+        delete_block args;                                                                         \
+    }
+TS_CXX_NEW(TS_DEFINE_NEW)
+TS_CXX_DELETE(TS_DEFINE_DELETE)

@@ -1,7 +1,7 @@
 # The override shim, for every design: every malloc entry point and C++ form.
 # The [glibc] runs prove that what the tests expect is glibc's behaviour.
 add_executable(override_api ${CMAKE_CURRENT_LIST_DIR}/override_api.c)
-target_include_directories(override_api PRIVATE ${TS_TEST_SUPPORT})
+target_include_directories(override_api PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(override_api PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME "override_api[glibc]" COMMAND override_api)
 ts_preload_test(override_api override_api)

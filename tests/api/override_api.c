@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/malloc_family.h"
+
 static int preloaded;
 
 #define ALIGNED(p, a) (((uintptr_t)(p) & ((a)-1)) == 0)
@@ -283,6 +285,32 @@ static void test_other_frees(void) {
     aligned_sized(NULL, 64, 0);
 }
 
+/* Every name of base/malloc_family.h's lists, the one list the shim builds
+ * its exports from, comes from the preloaded library; each alias is the
+ * very function it names. */
+static void check_ours(const char *name, const Dl_info *mine) {
+    Dl_info theirs;
+    void *sym = dlsym(RTLD_DEFAULT, name);
+    CHECK_MSG(sym && dladdr(sym, &theirs) && theirs.dli_fbase == mine->dli_fbase,
+              "%s is not the preloaded library's", name);
+}
+
+static void test_exports(void) {
+    Dl_info mine;
+    CHECK(dladdr((void *)malloc, &mine));
+#define CHECK_FUNCTION(name, ...) check_ours(#name, &mine);
+#define CHECK_ALIAS(alias, target, ...)                                                            \
+    check_ours(#alias, &mine);                                                                     \
+    CHECK_MSG(dlsym(RTLD_DEFAULT, #alias) == dlsym(RTLD_DEFAULT, #target), "%s", #alias);
+    TS_MALLOC_FAMILY(CHECK_FUNCTION)
+    TS_MALLOC_EXTRAS(CHECK_FUNCTION)
+    TS_MALLOC_ALIASES(CHECK_ALIAS)
+    TS_CXX_NEW(CHECK_FUNCTION)
+    TS_CXX_DELETE(CHECK_FUNCTION)
+#undef CHECK_FUNCTION
+#undef CHECK_ALIAS
+}
+
 int main(void) {
     ts_require_preloaded();
     preloaded = ts_expected_design() != NULL;
@@ -296,6 +324,7 @@ int main(void) {
     test_libc_aliases();
     if (preloaded) test_os_failure();
     if (preloaded) test_other_frees();
+    if (preloaded) test_exports();
     printf("override_api: ok (%s)\n", preloaded ? ts_expected_design() : "glibc");
     return 0;
 }

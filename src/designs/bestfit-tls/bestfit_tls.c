@@ -34,6 +34,7 @@
  * get_data_segment_size / get_data_segment_free_space_size that bestfit
  * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fitheap.h explains).
  */
+#include "base/thread_exit.h"
 #include "designs/bestfit/debug.h"
 #include "designs/bestfit/fitheap.h"
 #include "designs/design.h"
@@ -67,8 +68,8 @@ static _Atomic uint64_t live_ids[(FIT_OWNER_MAX + 1) / 64];
 static unsigned last_id; /* the id handed out last, under registry_lock */
 /* Loaded under registry_lock before any thread's first use (thread_start). */
 static ts_fit_config_t config;
-static bool config_loaded, exit_key_made;
-static pthread_key_t exit_key;
+static bool config_loaded;
+static ts_thread_exit_t exit_hook;
 
 static void thread_exit(void *arg);
 
@@ -104,9 +105,9 @@ static TS_NOINLINE void thread_start(void) {
     if (!config_loaded) {
         fit_config_load(&config);
         config_loaded = true;
-        /* pthread_key_create does not allocate. Without a key (the process
-         * used them all up) exiting threads' free blocks are leaked. */
-        exit_key_made = pthread_key_create(&exit_key, thread_exit) == 0;
+        /* Without a key (the process used them all up) exiting threads'
+         * free blocks are leaked. */
+        _ts_thread_exit_init(&exit_hook, thread_exit);
     }
     self.prev = NULL;
     self.next = registry;
@@ -116,7 +117,7 @@ static TS_NOINLINE void thread_start(void) {
     self.state = THREAD_LIVE;
     pthread_mutex_unlock(&registry_lock);
     /* May allocate (key index >= 32): we are live, so that recursion works. */
-    if (exit_key_made) pthread_setspecific(exit_key, &self);
+    _ts_thread_exit_arm(&exit_hook, &self);
 }
 
 /* The owner stamped on blocks taken for heap h's user: this thread, or 0 on

@@ -17,6 +17,7 @@
  * Lock order: arenas_lock only (creating an arena, and fork). It is never held
  * while an arena's data is touched.
  */
+#include "base/thread_exit.h"
 #include "designs/bins/bins.h"
 
 #include <errno.h>
@@ -35,8 +36,7 @@ static pthread_mutex_t arenas_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(ts_bins_arena_t *) arenas; /* newest first, linked by next_all */
 static _Atomic size_t arena_total;
 static _Atomic bool initialised;
-static pthread_key_t thread_key;
-static bool thread_key_made;
+static ts_thread_exit_t exit_hook;
 
 #define DEFAULT_CACHE_LIMIT ((size_t)16 << 20)
 #define DEFAULT_KEEP_CHUNKS 4
@@ -52,7 +52,7 @@ static void init_once(void) {
         _ts_bins_cache_limit = limit > 0 ? (size_t)limit : 0;
         long long keep = _ts_env_long("TSALLOC_BINS_KEEP_CHUNKS", DEFAULT_KEEP_CHUNKS);
         _ts_bins_keep_chunks = keep < 0 ? 0 : keep > 1024 ? 1024 : (unsigned)keep;
-        thread_key_made = pthread_key_create(&thread_key, thread_exit) == 0;
+        _ts_thread_exit_init(&exit_hook, thread_exit);
         atomic_store_explicit(&initialised, true, memory_order_release);
     }
     pthread_mutex_unlock(&arenas_lock);
@@ -104,7 +104,7 @@ ts_bins_arena_t *_ts_bins_attach(bool *exited) {
     if (!a) return NULL;
     _ts_bins_tls_arena = a;
     /* May allocate (keys past the first 32): our arena is already in place. */
-    if (thread_key_made) pthread_setspecific(thread_key, a);
+    _ts_thread_exit_arm(&exit_hook, a);
     return a;
 }
 

@@ -11,6 +11,7 @@
  * threads at once) and are read relaxed: a thread that frees a block got it
  * through some synchronisation that also ordered the header and the bit.
  */
+#include "base/counter.h"
 #include "designs/bins/bins.h"
 
 #define REGISTRY_WORDS (((size_t)1 << (BINS_ADDRESS_BITS - BINS_CHUNK_SHIFT)) / 64)
@@ -34,8 +35,5 @@ void _ts_bins_registry_remove(uintptr_t header) {
 void _ts_bins_note_mapped_total(void) {
     size_t now = atomic_load_explicit(&_ts_bins_stats.chunk_bytes, BINS_RELAXED) +
                  atomic_load_explicit(&_ts_bins_stats.mapped_bytes, BINS_RELAXED);
-    size_t peak = atomic_load_explicit(&_ts_bins_stats.peak, BINS_RELAXED);
-    while (now > peak && !atomic_compare_exchange_weak_explicit(&_ts_bins_stats.peak, &peak, now,
-                                                                BINS_RELAXED, BINS_RELAXED)) {
-    }
+    ts_peak_update(&_ts_bins_stats.peak, now);
 }

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/spinlock.h"
 #include "designs/design.h"
 
 #ifndef POW2_PARTITIONED
@@ -72,7 +73,6 @@ TS_DESIGN_DECLARE(pow2_part)
 #define POW2_HDR              16
 #define POW2_HEAP_MAX_REQUEST (POW2_CHUNK - POW2_HDR) /* larger: a huge block */
 #define POW2_MAX_PARTS        64
-#define POW2_SPINS            128               /* spins before each yield */
 #define POW2_GIVE_BACK        ((size_t)2 << 20) /* default give-back threshold */
 /* Lazy merging watermark: a partition keeps at most min(POW2_LAZY_BLOCKS,
  * POW2_LAZY_BYTES / 2^k) freed blocks of order k unmerged: 8 of each order
@@ -129,36 +129,10 @@ static inline unsigned pow2_order_for(size_t bytes) {
     return (unsigned)(64 - __builtin_clzll((unsigned long long)(bytes - 1)));
 }
 
-/* ---- the spinlock: test-and-test-and-set, yielding after POW2_SPINS ------ */
-
-typedef struct {
-    atomic_int held;
-} pow2_spin_t;
-
-static inline void pow2_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield" ::: "memory");
-#else
-    __asm__ volatile("" ::: "memory");
-#endif
-}
-
-TS_HIDDEN void P2(spin_wait)(pow2_spin_t *lock);
-
-static inline void pow2_lock(pow2_spin_t *lock) {
-    if (ts_likely(!atomic_exchange_explicit(&lock->held, 1, memory_order_acquire))) return;
-    P2(spin_wait)(lock);
-}
-static inline void pow2_unlock(pow2_spin_t *lock) {
-    atomic_store_explicit(&lock->held, 0, memory_order_release);
-}
-
 /* ---- partitions ------------------------------------------------------------ */
 
 typedef struct pow2_part {
-    pow2_spin_t lock;
+    ts_spinlock_t lock;
     uint32_t nonempty; /* bit k - POW2_MIN_ORDER: lists[k - POW2_MIN_ORDER] not empty */
     pow2_free_t *lists[POW2_ORDERS];
     pow2_free_t *lazy[POW2_ORDERS]; /* lazy blocks by order, most recently freed first */
@@ -213,7 +187,7 @@ typedef struct pow2_reg_entry {
 } pow2_reg_entry_t;
 
 typedef struct pow2_central {
-    pow2_spin_t lock;  /* the partitioned design only; see pow2_central_lock */
+    ts_spinlock_t lock;  /* the partitioned design only; see pow2_central_lock */
     pow2_free_t *pool; /* whole free chunks, most recently freed first */
     size_t pool_chunks;
     uintptr_t brk_top; /* where our last sbrk left the break (0: never) */
@@ -231,17 +205,17 @@ TS_HIDDEN extern pow2_central_t P2(central);
 
 /* The central lock for callers that hold no partition lock. */
 static inline void pow2_central_lock(void) {
-    pow2_lock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
+    ts_spin_lock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
 }
 static inline void pow2_central_unlock(void) {
-    pow2_unlock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
+    ts_spin_unlock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
 }
 /* The central state from code holding a partition lock. */
 static inline void pow2_heap_enter(void) {
-    if (pow2_partitioned) pow2_lock(&P2(central).lock);
+    if (pow2_partitioned) ts_spin_lock(&P2(central).lock);
 }
 static inline void pow2_heap_leave(void) {
-    if (pow2_partitioned) pow2_unlock(&P2(central).lock);
+    if (pow2_partitioned) ts_spin_unlock(&P2(central).lock);
 }
 
 /* heap.c: all with the central state entered. */

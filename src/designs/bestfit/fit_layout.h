@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/options.h"
 
 #define FIT_HEADER    16
 #define FIT_INUSE     ((size_t)1)
@@ -50,11 +51,7 @@
 /* Larger requests fail with ENOMEM before any arithmetic can overflow. */
 #define FIT_MAX_REQUEST ((size_t)PTRDIFF_MAX / 4)
 
-/* Compile-time defaults of the TSALLOC_BESTFIT_* options (docs/bestfit.md). */
-#define FIT_DEFAULT_MIN_SPLIT      32           /* payload bytes a split-off remainder must hold */
-#define FIT_DEFAULT_TRIM_THRESHOLD (128 * 1024) /* give back a free top larger than this */
-#define FIT_DEFAULT_GROW_CHUNK     (64 * 1024)  /* smallest sbrk increment */
-#define FIT_GROW_TRIES             3 /* sbrk attempts per malloc (another thread may take a chunk) */
+#define FIT_GROW_TRIES 3 /* sbrk attempts per malloc (another thread may take a chunk) */
 /* A mapped chunk (the break could not grow) is at least this large, and at
  * least 1/FIT_MAP_GROWTH_DIV of the bytes mapped so far, so that few of them
  * exist: each may cost a copy of the segment table. */
@@ -156,16 +153,16 @@ static inline TS_NORETURN void fit_corrupt(const char *what) {
 
 /* ---- configuration -------------------------------------------------------- */
 
+/* Reads the TSALLOC_BESTFIT_* options through the option table
+ * (base/options.h), whose ranges keep them within what the heap supports:
+ * the minimum payload (at least FIT_MIN_BLOCK - FIT_HEADER) and the grow
+ * chunk are rounded up to 16; a trim threshold of -1 never gives back. */
 static inline void fit_config_load(ts_fit_config_t *c) {
-    long long payload = _ts_env_long("TSALLOC_BESTFIT_MIN_SPLIT", FIT_DEFAULT_MIN_SPLIT);
-    if (payload < FIT_MIN_BLOCK - FIT_HEADER) payload = FIT_MIN_BLOCK - FIT_HEADER;
-    if (payload > (1ll << 30)) payload = 1ll << 30;
+    long long payload = _ts_option_env(TS_OPTID_BESTFIT_MIN_SPLIT, NULL);
     c->min_split = FIT_HEADER + ts_align_up((size_t)payload, 16);
-    long long trim = _ts_env_long("TSALLOC_BESTFIT_TRIM_THRESHOLD", FIT_DEFAULT_TRIM_THRESHOLD);
+    long long trim = _ts_option_env(TS_OPTID_BESTFIT_TRIM_THRESHOLD, NULL);
     c->trim_threshold = trim < 0 ? SIZE_MAX : (size_t)trim;
-    long long grow = _ts_env_long("TSALLOC_BESTFIT_GROW_CHUNK", FIT_DEFAULT_GROW_CHUNK);
-    if (grow < 4096) grow = 4096;
-    if (grow > (1ll << 30)) grow = 1ll << 30;
+    long long grow = _ts_option_env(TS_OPTID_BESTFIT_GROW_CHUNK, NULL);
     c->grow_chunk = ts_align_up((size_t)grow, 16);
 }
 

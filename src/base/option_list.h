@@ -34,7 +34,8 @@ TS_OPTION(VERBOSE, "VERBOSE", CORE, CHOICE, 0, 0, 2,
 TS_OPTION(BESTFIT_MIN_SPLIT, "BESTFIT_MIN_SPLIT", BESTFIT, SIZE, 32, 32, TS_GB(1),
           "least payload bytes of a split-off remainder (rounded up to 16)")
 TS_OPTION(BESTFIT_TRIM_THRESHOLD, "BESTFIT_TRIM_THRESHOLD", BESTFIT, SIZE, TS_KB(128), -1,
-          TS_GB(1024), "give the top back when the free block at the break exceeds this (-1: never)")
+          TS_GB(1024), "give the top back when the free block at the break exceeds this "
+                       "(-1: never)")
 TS_OPTION(BESTFIT_GROW_CHUNK, "BESTFIT_GROW_CHUNK", BESTFIT, SIZE, TS_KB(64), TS_KB(4), TS_GB(1),
           "least sbrk increment (rounded up to 16)")
 
@@ -42,7 +43,7 @@ TS_OPTION(BESTFIT_GROW_CHUNK, "BESTFIT_GROW_CHUNK", BESTFIT, SIZE, TS_KB(64), TS
 TS_OPTION(POW2_PARTITIONS, "POW2_PARTITIONS", POW2, INT, 0, 0, 64,
           "partitions of pow2-partitioned (0: one per CPU the process may use)")
 TS_OPTION(POW2_GIVE_BACK, "POW2_GIVE_BACK", POW2, SIZE, TS_MB(2), TS_MB(2), TS_GB(1024),
-          "free chunks at the top of the sbrk heap beyond this go back to the OS")
+          "once the free chunks at the top of the sbrk heap reach this, all but one go back")
 TS_OPTION(POW2_LAZY, "POW2_LAZY", POW2, INT, 8, 0, 64,
           "freed blocks per order and partition kept unmerged (0: merge at once)")
 
@@ -60,7 +61,7 @@ TS_OPTION(SHIM_STATS, "STATS", SHIM, BOOL, 0, 0, 1,
 TS_OPTION(RECORD_FILE, "RECORD_FILE", RECORD, TEXT, 0, 0, 0,
           "the trace file to write (%p: the process id)")
 TS_OPTION(RECORD_PID, "RECORD_PID", RECORD, TEXT, 0, 0, 0,
-          "the only process that records (its children do not)")
+          "the process that records to a file without %p (not its children)")
 
 /* ---- test hooks ---- */
 TS_OPTION(TEST_OS_FAIL, "TEST_OS_FAIL", TEST, TEXT, 0, 0, 0,

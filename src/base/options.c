@@ -24,7 +24,7 @@ const ts_option_owner_desc_t _ts_option_owners[TS_OWNER_COUNT] = {
     [TS_OWNER_BINS] = {"bins", "bins", "bins"},
     [TS_OWNER_SHIM] = {"shim", "Every design but tsalloc (the override shim)",
                        "bestfit bestfit-tls pow2 pow2-partitioned bins"},
-    [TS_OWNER_RECORD] = {"record", "The trace recorder", "record"},
+    [TS_OWNER_RECORD] = {"record", "The trace recorder", ""},
     [TS_OWNER_TEST] = {"test", "Test hooks", ""},
 };
 

@@ -24,6 +24,13 @@ _Static_assert(TS_OPT_PURGE_DELAY_MS == (int)TS_OPTID_PURGE_DELAY_MS &&
                    TS_OPT_RESCUE == (int)TS_OPTID_RESCUE && TS_OPT_STATS == (int)TS_OPTID_STATS &&
                    TS_OPT_VERBOSE == (int)TS_OPTID_VERBOSE,
                "the core's options lead the option table, in enum ts_option's order");
+#define TS_OPTION(id, name, owner, type, def, min, max, help) +(TS_OWNER_##owner == TS_OWNER_CORE)
+enum { CORE_TABLE_ENTRIES = 0
+#include "base/option_list.h"
+};
+#undef TS_OPTION
+_Static_assert((int)CORE_TABLE_ENTRIES == (int)TS_OPT_COUNT,
+               "every core entry of the table has its enum ts_option value");
 
 static _Atomic long long values[TS_OPT_COUNT];
 

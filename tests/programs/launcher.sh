@@ -23,8 +23,10 @@ if "$launcher" run --design no-such-design -- true 2>/dev/null; then fail "unkno
 
 # Every variable of the table, read from its source rather than from the
 # printer, with a default and a range on its line.
-names=$(sed -n 's/^TS_OPTION([A-Z0-9_]*, "\([A-Z0-9_]*\)".*/TSALLOC_\1/p' "$option_list" | sort -u)
-[ "$(echo "$names" | wc -l)" -ge 15 ] || fail "read only $(echo "$names" | wc -l) options from $option_list"
+names=$(sed -n 's/^TS_OPTION([A-Z0-9_]*, "\([A-Z0-9_]*\)".*/TSALLOC_\1/p' "$option_list" |
+        sort -u)
+count=$(echo "$names" | wc -l)
+[ "$count" -ge 15 ] || fail "read only $count options from $option_list"
 help=$("$launcher" run --help-options) || fail "run --help-options"
 for n in $names; do
     echo "$help" | grep -qE "^  $n +default [^ ]+ +range " || fail "--help-options lacks $n"
@@ -33,5 +35,5 @@ done
 pow2=$("$launcher" run --design pow2 --help-options) || fail "--design pow2 --help-options"
 echo "$pow2" | grep -q TSALLOC_POW2_LAZY || fail "pow2's options lack TSALLOC_POW2_LAZY"
 echo "$pow2" | grep -q TSALLOC_PURGE_DELAY_MS && fail "pow2's options list the core's"
-echo "ok --help-options: $(echo "$names" | wc -l) variables"
+echo "ok --help-options: $count variables"
 echo "launcher: ok"

@@ -1,5 +1,6 @@
 /* Base utilities shared by every design: compiler hints, alignment helpers,
- * the fatal-error path, an allocation-free formatter and environment reading.
+ * the fatal-error path, an allocation-free formatter, environment reading
+ * and (base/options.h) the table of every TSALLOC_* option.
  *
  * Nothing here allocates from the heap, so it is safe inside malloc itself.
  */
@@ -57,9 +58,14 @@ TS_HIDDEN TS_NORETURN void _ts_double_free(const char *func, const void *ptr);
 TS_HIDDEN int _ts_vformat(char *buf, size_t cap, const char *fmt, va_list ap);
 TS_HIDDEN int _ts_format(char *buf, size_t cap, const char *fmt, ...);
 
-/* getenv without allocation. The long parser accepts plain numbers and the
- * suffixes k/K, m/M, g/G (powers of 1024); `fallback` when unset or invalid. */
+/* getenv without allocation (NULL when unset or empty). The long parser
+ * accepts numbers (strtoll base 0) with a suffix k/K, m/M or g/G (powers of
+ * 1024) and an optional b/B; the bool parser 0/1, yes/no, true/false, on/off.
+ * The parsers return false, *out untouched, for anything else; the _ts_env_
+ * readers then return `fallback`. Options are read through base/options.h. */
 TS_HIDDEN const char *_ts_env(const char *name);
+TS_HIDDEN bool _ts_parse_long(const char *v, long long *out);
+TS_HIDDEN bool _ts_parse_bool(const char *v, bool *out);
 TS_HIDDEN long long _ts_env_long(const char *name, long long fallback);
 TS_HIDDEN bool _ts_env_bool(const char *name, bool fallback);
 

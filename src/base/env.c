@@ -1,6 +1,8 @@
-/* Reading TSALLOC_* settings from the environment without allocating. */
+/* Reading TSALLOC_* settings from the environment without allocating.
+ * base/options.c reads the option table through the parsers here. */
 #include "base/base.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -9,43 +11,60 @@ const char *_ts_env(const char *name) {
     return (v && *v) ? v : NULL;
 }
 
-long long _ts_env_long(const char *name, long long fallback) {
-    const char *v = _ts_env(name);
-    if (!v) return fallback;
+bool _ts_parse_long(const char *v, long long *out) {
     char *end;
     long long n = strtoll(v, &end, 0);
-    if (end == v) return fallback;
+    if (end == v) return false;
+    int shift = 0;
     switch (*end) {
     case 'k':
     case 'K':
-        n <<= 10;
-        end++;
+        shift = 10;
         break;
     case 'm':
     case 'M':
-        n <<= 20;
-        end++;
+        shift = 20;
         break;
     case 'g':
     case 'G':
-        n <<= 30;
-        end++;
+        shift = 30;
         break;
     default:
         break;
     }
+    if (shift) {
+        end++;
+        if (n > (LLONG_MAX >> shift) || n < (LLONG_MIN >> shift)) return false;
+        n = (long long)((unsigned long long)n << shift);
+    }
     if (*end == 'b' || *end == 'B') end++;
-    return *end ? fallback : n;
+    if (*end) return false;
+    *out = n;
+    return true;
+}
+
+bool _ts_parse_bool(const char *v, bool *out) {
+    if (!strcasecmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+        !strcasecmp(v, "on")) {
+        *out = true;
+        return true;
+    }
+    if (!strcasecmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") ||
+        !strcasecmp(v, "off")) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+long long _ts_env_long(const char *name, long long fallback) {
+    const char *v = _ts_env(name);
+    long long n;
+    return v && _ts_parse_long(v, &n) ? n : fallback;
 }
 
 bool _ts_env_bool(const char *name, bool fallback) {
     const char *v = _ts_env(name);
-    if (!v) return fallback;
-    if (!strcasecmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
-        !strcasecmp(v, "on"))
-        return true;
-    if (!strcasecmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") ||
-        !strcasecmp(v, "off"))
-        return false;
-    return fallback;
+    bool b;
+    return v && _ts_parse_bool(v, &b) ? b : fallback;
 }

@@ -439,7 +439,8 @@ TS_HIDDEN extern ts_page_t _ts_page_empty;
 
 /* ---- cross-file functions ------------------------------------------------------ */
 
-/* sizeclass.c: see above. options.c */
+/* sizeclass.c: see above. options.c; the order of the core's entries in
+ * base/option_list.h, whose index is this enum. */
 enum ts_option {
     TS_OPT_PURGE_DELAY_MS,
     TS_OPT_PURGE_THREAD,

@@ -1,58 +1,64 @@
-/* Runtime options: one table, each read once from TSALLOC_<NAME> at start-up
- * and changeable later with ts_option_set(). docs/options.md describes them.
+/* The core's runtime options: its entries of the option table
+ * (base/option_list.h), each read once from TSALLOC_<NAME> at start-up and
+ * changeable later with ts_option_set(). docs/options.md describes them.
  *
- * Invariants: values always lie in [min, max] (an out-of-range environment
- * value is ignored with a verbose note); readers use relaxed atomic loads, so
- * a change takes effect at the next slow path that reads it.
+ * Invariants: values always lie in [min, max] of their entry (an
+ * out-of-range environment value is ignored, the default kept, with a
+ * verbose note); readers use relaxed atomic loads, so a change takes effect
+ * at the next slow path that reads it. The core's enum ts_option indexes both
+ * the table and the cached values: its options come first in the table.
  */
 #include "core/internal.h"
 
 #include <stdarg.h>
 #include <strings.h>
 
+#include "base/options.h"
 #include "tsalloc.h"
 
-typedef struct ts_option_desc {
-    const char *name; /* lower case, without the TSALLOC_ prefix */
-    long long def, min, max;
-    const char *help;
-} ts_option_desc_t;
-
-static const ts_option_desc_t options[TS_OPT_COUNT] = {
-    [TS_OPT_PURGE_DELAY_MS] = {"purge_delay_ms", 100, 0, 3600 * 1000,
-                               "ms a freed page or cached region stays resident before purge"},
-    [TS_OPT_PURGE_THREAD] = {"purge_thread", 1, 0, 1,
-                             "purge from a lazily started helper thread (0: on allocator calls)"},
-    [TS_OPT_SEGMENT_CACHE] = {"segment_cache", 16, 0, 4096,
-                              "free 4 MiB segments kept mapped (purged) for reuse"},
-    [TS_OPT_LARGE_CACHE_MB] = {"large_cache_mb", 256, 0, 1 << 20,
-                               "MiB of freed large blocks kept resident for reuse"},
-    [TS_OPT_HUGE_PAGES] = {"huge_pages", 0, 0, 1,
-                           "back the segments of heaps past 2 MiB with transparent huge pages"},
-    [TS_OPT_RESCUE] = {"rescue", 1, 0, 1,
-                       "give back full pages of idle threads that other threads freed"},
-    [TS_OPT_STATS] = {"stats", 0, 0, 2, "print statistics at exit (1: text, 2: JSON)"},
-    [TS_OPT_VERBOSE] = {"verbose", 0, 0, 2, "report options and OS refusals on stderr"},
+_Static_assert(TS_OPT_PURGE_DELAY_MS == (int)TS_OPTID_PURGE_DELAY_MS &&
+                   TS_OPT_PURGE_THREAD == (int)TS_OPTID_PURGE_THREAD &&
+                   TS_OPT_SEGMENT_CACHE == (int)TS_OPTID_SEGMENT_CACHE &&
+                   TS_OPT_LARGE_CACHE_MB == (int)TS_OPTID_LARGE_CACHE_MB &&
+                   TS_OPT_HUGE_PAGES == (int)TS_OPTID_HUGE_PAGES &&
+                   TS_OPT_RESCUE == (int)TS_OPTID_RESCUE && TS_OPT_STATS == (int)TS_OPTID_STATS &&
+                   TS_OPT_VERBOSE == (int)TS_OPTID_VERBOSE,
+               "the core's options lead the option table, in enum ts_option's order");
+#define TS_OPTION(id, name, owner, type, def, min, max, help) +(TS_OWNER_##owner == TS_OWNER_CORE)
+enum { CORE_TABLE_ENTRIES = 0
+#include "base/option_list.h"
 };
+#undef TS_OPTION
+_Static_assert((int)CORE_TABLE_ENTRIES == (int)TS_OPT_COUNT,
+               "every core entry of the table has its enum ts_option value");
 
 static _Atomic long long values[TS_OPT_COUNT];
 
+/* The names as ts_option_get takes them and the statistics print them:
+ * lower case, no prefix. Filled by _ts_options_init. */
+static char names[TS_OPT_COUNT][32];
+
 void _ts_options_init(void) {
+    bool rejected[TS_OPT_COUNT];
     for (int i = 0; i < TS_OPT_COUNT; i++) {
-        const ts_option_desc_t *d = &options[i];
-        char env[64];
-        char *w = env;
-        for (const char *s = "TSALLOC_"; *s; s++) *w++ = *s;
-        for (const char *s = d->name; *s && w < env + sizeof env - 1; s++)
-            *w++ = (char)(*s >= 'a' && *s <= 'z' ? *s - 'a' + 'A' : *s);
-        *w = 0;
-        long long v = _ts_env_long(env, d->def);
-        if (v < d->min || v > d->max) v = d->def;
+        const char *s = _ts_options[i].env + 8;
+        size_t n = 0;
+        for (; *s && n + 1 < sizeof names[i]; s++)
+            names[i][n++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+        names[i][n] = 0;
+        ts_option_origin_t origin;
+        long long v = _ts_option_env((ts_option_id_t)i, &origin);
+        rejected[i] = origin == TS_OPTION_REJECTED;
         atomic_store_explicit(&values[i], v, memory_order_relaxed);
     }
     if (_ts_option(TS_OPT_VERBOSE)) {
-        for (int i = 0; i < TS_OPT_COUNT; i++)
-            _ts_verbose(1, "option %s = %ld", options[i].name, (long)_ts_option((enum ts_option)i));
+        for (int i = 0; i < TS_OPT_COUNT; i++) {
+            const ts_option_desc_t *d = &_ts_options[i];
+            if (rejected[i])
+                _ts_verbose(1, "%s=%s ignored: not in %ld .. %ld", d->env, _ts_env(d->env),
+                            (long)d->min, (long)d->max);
+            _ts_verbose(1, "option %s = %ld", names[i], (long)_ts_option((enum ts_option)i));
+        }
     }
 }
 
@@ -104,7 +110,7 @@ static int find_option(const char *name) {
     if (!name) return -1;
     if (!strncasecmp(name, "TSALLOC_", 8)) name += 8;
     for (int i = 0; i < TS_OPT_COUNT; i++)
-        if (!strcasecmp(name, options[i].name)) return i;
+        if (!strcasecmp(name, _ts_options[i].env + 8)) return i;
     return -1;
 }
 
@@ -117,7 +123,7 @@ TS_EXPORT long long ts_option_get(const char *name) {
 TS_EXPORT bool ts_option_set(const char *name, long long value) {
     _ts_process_init();
     int i = find_option(name);
-    if (i < 0 || value < options[i].min || value > options[i].max) return false;
+    if (i < 0 || value < _ts_options[i].min || value > _ts_options[i].max) return false;
     atomic_store_explicit(&values[i], value, memory_order_relaxed);
     if (i == TS_OPT_PURGE_DELAY_MS) { /* re-evaluate deadlines */
         _ts_abandoned_delay_changed(_ts_os_now_ns());
@@ -127,15 +133,15 @@ TS_EXPORT bool ts_option_set(const char *name, long long value) {
     return true;
 }
 
-/* For the statistics printer and docs: name, value, default, help. */
+/* For the statistics printer: name, value, default, help. */
 TS_HIDDEN int _ts_options_describe(int i, const char **name, long long *value, long long *def,
                                    const char **help);
 int _ts_options_describe(int i, const char **name, long long *value, long long *def,
                          const char **help) {
     if (i < 0 || i >= TS_OPT_COUNT) return 0;
-    *name = options[i].name;
+    *name = names[i];
     *value = _ts_option((enum ts_option)i);
-    *def = options[i].def;
-    *help = options[i].help;
+    *def = _ts_options[i].def;
+    *help = _ts_options[i].help;
     return 1;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/malloc_family.h"
+#include "base/options.h"
 
 #ifndef TS_DESIGN
 #error "compile the shim with -DTS_DESIGN=<design identifier>"
@@ -266,7 +267,7 @@ static void stats_at_exit(void) {
 __attribute__((constructor)) static void register_handlers(void) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 #ifndef TS_DESIGN_OWN_STATS
-    if (_ts_env_bool("TSALLOC_STATS", false)) {
+    if (_ts_option_env(TS_OPTID_SHIM_STATS, NULL)) {
         _ts_os_keep_stderr();
         atexit(stats_at_exit);
     }

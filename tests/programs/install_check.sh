@@ -35,4 +35,6 @@ cc "$prefix/api.c" $(pkg-config --cflags --libs tsalloc) -Wl,-rpath,"$libdir" -o
 "$prefix/bin/tsalloc" list | grep -qx tsalloc || { echo "FAIL installed launcher"; exit 1; }
 [ "$("$prefix/bin/tsalloc" run -- sh -c 'echo $LD_PRELOAD')" = "$libdir/libtsalloc.so" ] \
     || { echo "FAIL launcher path"; exit 1; }
+"$prefix/bin/tsalloc" run --help-options | grep -q TSALLOC_PURGE_DELAY_MS \
+    || { echo "FAIL installed launcher: --help-options"; exit 1; }
 echo "install: ok"

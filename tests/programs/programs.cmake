@@ -7,7 +7,8 @@ foreach(d ${_ts_designs})
   set_tests_properties("programs[${d}]" PROPERTIES TIMEOUT 300)
 endforeach()
 
-add_test(NAME launcher COMMAND ${CMAKE_CURRENT_LIST_DIR}/launcher.sh ${CMAKE_BINARY_DIR}/bin/tsalloc)
+add_test(NAME launcher COMMAND ${CMAKE_CURRENT_LIST_DIR}/launcher.sh ${CMAKE_BINARY_DIR}/bin/tsalloc
+                              ${PROJECT_SOURCE_DIR}/src/base/option_list.h)
 set_tests_properties(launcher PROPERTIES TIMEOUT 120)
 
 # make install, then build and run clients against the installed copy.

@@ -32,7 +32,7 @@
  *
  * Exported from here: ts_malloc_nolock, ts_free_nolock, and the weak
  * get_data_segment_size / get_data_segment_free_space_size that bestfit
- * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fitheap.h explains).
+ * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fit_segments.h explains).
  */
 #include "base/thread_exit.h"
 #include "designs/bestfit/debug.h"

@@ -14,7 +14,7 @@
  *
  * Exported from here: ts_malloc_lock, ts_free_lock, and the weak
  * get_data_segment_size / get_data_segment_free_space_size that bestfit-tls
- * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fitheap.h explains).
+ * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fit_segments.h explains).
  */
 #include "designs/bestfit/debug.h"
 #include "designs/bestfit/fitheap.h"

@@ -23,6 +23,8 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include "base/options.h"
+
 TS_DESIGN_DECLARE(bins)
 
 TS_TLS ts_bins_arena_t *_ts_bins_tls_arena;
@@ -38,9 +40,6 @@ static _Atomic size_t arena_total;
 static _Atomic bool initialised;
 static ts_thread_exit_t exit_hook;
 
-#define DEFAULT_CACHE_LIMIT ((size_t)16 << 20)
-#define DEFAULT_KEEP_CHUNKS 4
-
 static void thread_exit(void *value);
 
 static void init_once(void) {
@@ -48,10 +47,9 @@ static void init_once(void) {
     pthread_mutex_lock(&arenas_lock);
     if (!atomic_load_explicit(&initialised, BINS_RELAXED)) {
         _ts_bins_cookie = (uintptr_t)(_ts_os_random() | 1); /* the free-block mark's secret */
-        long long limit = _ts_env_long("TSALLOC_BINS_CACHE", (long long)DEFAULT_CACHE_LIMIT);
-        _ts_bins_cache_limit = limit > 0 ? (size_t)limit : 0;
-        long long keep = _ts_env_long("TSALLOC_BINS_KEEP_CHUNKS", DEFAULT_KEEP_CHUNKS);
-        _ts_bins_keep_chunks = keep < 0 ? 0 : keep > 1024 ? 1024 : (unsigned)keep;
+        /* Through the option table (base/options.h): values in range. */
+        _ts_bins_cache_limit = (size_t)_ts_option_env(TS_OPTID_BINS_CACHE, NULL);
+        _ts_bins_keep_chunks = (unsigned)_ts_option_env(TS_OPTID_BINS_KEEP_CHUNKS, NULL);
         _ts_thread_exit_init(&exit_hook, thread_exit);
         atomic_store_explicit(&initialised, true, memory_order_release);
     }

@@ -31,6 +31,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/options.h"
+
 pow2_part_t P2(parts)[POW2_PART_SLOTS];
 atomic_uint P2(nparts);
 atomic_uchar P2(lazy_cap)[POW2_ORDERS];
@@ -38,22 +40,20 @@ static atomic_uint next_part;
 static TS_TLS unsigned thread_part; /* index + 1; 0 until the first allocation */
 
 /* Reads TSALLOC_POW2_PARTITIONS, TSALLOC_POW2_GIVE_BACK and TSALLOC_POW2_LAZY
- * once. Takes no lock (it runs under partition 0's lock in `pow2`); racing
- * callers compute and store the same values. */
+ * once, through the option table (base/options.h), whose ranges keep them
+ * within what the design supports. Takes no lock (it runs under partition
+ * 0's lock in `pow2`); racing callers compute and store the same values. */
 unsigned P2(configure)(void) {
     unsigned n = 1;
     if (pow2_partitioned) {
-        long long want = _ts_env_long("TSALLOC_POW2_PARTITIONS", 0);
-        if (want <= 0) want = _ts_os_cpu_count();
+        long long want = _ts_option_env(TS_OPTID_POW2_PARTITIONS, NULL);
+        if (want == 0) want = _ts_os_cpu_count();
         if (want > POW2_MAX_PARTS) want = POW2_MAX_PARTS;
         n = (unsigned)want;
     }
-    long long give_back = _ts_env_long("TSALLOC_POW2_GIVE_BACK", (long long)POW2_GIVE_BACK);
-    if (give_back < (long long)(2 * POW2_CHUNK)) give_back = 2 * POW2_CHUNK;
+    long long give_back = _ts_option_env(TS_OPTID_POW2_GIVE_BACK, NULL);
     atomic_store_explicit(&P2(central).give_back, (size_t)give_back, memory_order_relaxed);
-    long long lazy = _ts_env_long("TSALLOC_POW2_LAZY", POW2_LAZY_BLOCKS);
-    if (lazy < 0) lazy = 0;
-    if (lazy > POW2_LAZY_MAX_BLOCKS) lazy = POW2_LAZY_MAX_BLOCKS;
+    long long lazy = _ts_option_env(TS_OPTID_POW2_LAZY, NULL);
     for (unsigned k = POW2_MIN_ORDER; k < POW2_MAX_ORDER; k++) {
         size_t cap = POW2_LAZY_BYTES >> k;
         if (cap > (size_t)lazy) cap = (size_t)lazy;

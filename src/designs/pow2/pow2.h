@@ -73,16 +73,16 @@ TS_DESIGN_DECLARE(pow2_part)
 #define POW2_HDR              16
 #define POW2_HEAP_MAX_REQUEST (POW2_CHUNK - POW2_HDR) /* larger: a huge block */
 #define POW2_MAX_PARTS        64
-#define POW2_GIVE_BACK        ((size_t)2 << 20) /* default give-back threshold */
-/* Lazy merging watermark: a partition keeps at most min(POW2_LAZY_BLOCKS,
- * POW2_LAZY_BYTES / 2^k) freed blocks of order k unmerged: 8 of each order
- * up to 16 KiB, 4 of 32 KiB, 2 of 64 KiB, 1 of 128 KiB, none larger; in all
- * at most 87 blocks, 640 KiB, per partition: less than a chunk.
- * TSALLOC_POW2_LAZY replaces the 8 (0: merge eagerly, as the seed; at most
- * 64); the 128 KiB per order stays. */
-#define POW2_LAZY_BLOCKS     8
-#define POW2_LAZY_BYTES      ((size_t)128 << 10)
-#define POW2_LAZY_MAX_BLOCKS 64
+/* The give-back threshold before P2(configure) reads TSALLOC_POW2_GIVE_BACK:
+ * its default in base/option_list.h, whose minimum is two chunks. */
+#define POW2_GIVE_BACK ((size_t)2 << 20)
+/* Lazy merging watermark: a partition keeps at most min(TSALLOC_POW2_LAZY,
+ * POW2_LAZY_BYTES / 2^k) freed blocks of order k unmerged. With the default
+ * 8: 8 of each order up to 16 KiB, 4 of 32 KiB, 2 of 64 KiB, 1 of 128 KiB,
+ * none larger; in all at most 87 blocks, 640 KiB, per partition: less than a
+ * chunk. TSALLOC_POW2_LAZY=0 merges eagerly, as the seed; its maximum, 64,
+ * fits the per-order caps (unsigned char); the 128 KiB per order stays. */
+#define POW2_LAZY_BYTES ((size_t)128 << 10)
 
 /* Header states. */
 enum {

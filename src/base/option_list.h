@@ -1,0 +1,71 @@
+/* Every TSALLOC_* option of every design, in one list (an X-macro): the
+ * table in base/options.c, the enum of ids in base/options.h, the
+ * `tsalloc options` printer and the docs/options.md check all expand it.
+ *
+ *   TS_OPTION(ID, NAME, OWNER, TYPE, DEFAULT, MIN, MAX, HELP)
+ *
+ * NAME is the variable without its TSALLOC_ prefix; two owners may share a
+ * variable (STATS). OWNER and TYPE are suffixes of TS_OWNER_* and TS_OPTTYPE_*.
+ * Invariants: MIN <= DEFAULT <= MAX; the core's options come first, in the
+ * order of enum ts_option (core/internal.h), so that its index is their id;
+ * HELP is one line. TEXT options are read by their owner itself (the OS
+ * layer sits below this table); their numbers are unused.
+ */
+/* clang-format off */
+/* ---- core: tsalloc, the fast allocator ---- */
+TS_OPTION(PURGE_DELAY_MS, "PURGE_DELAY_MS", CORE, INT, 100, 0, 3600 * 1000,
+          "ms a freed page or cached region stays resident before purge")
+TS_OPTION(PURGE_THREAD, "PURGE_THREAD", CORE, BOOL, 1, 0, 1,
+          "purge from a lazily started helper thread (0: on allocator calls)")
+TS_OPTION(SEGMENT_CACHE, "SEGMENT_CACHE", CORE, INT, 16, 0, 4096,
+          "free 4 MiB segments kept mapped (purged) for reuse")
+TS_OPTION(LARGE_CACHE_MB, "LARGE_CACHE_MB", CORE, INT, 256, 0, 1 << 20,
+          "MiB of freed large blocks kept resident for reuse")
+TS_OPTION(HUGE_PAGES, "HUGE_PAGES", CORE, BOOL, 0, 0, 1,
+          "back the segments of heaps past 2 MiB with transparent huge pages")
+TS_OPTION(RESCUE, "RESCUE", CORE, BOOL, 1, 0, 1,
+          "give back full pages of idle threads that other threads freed")
+TS_OPTION(STATS, "STATS", CORE, CHOICE, 0, 0, 2,
+          "print statistics at exit (1: text, 2: JSON)")
+TS_OPTION(VERBOSE, "VERBOSE", CORE, CHOICE, 0, 0, 2,
+          "report options and OS refusals on stderr")
+
+/* ---- bestfit and bestfit-tls ---- */
+TS_OPTION(BESTFIT_MIN_SPLIT, "BESTFIT_MIN_SPLIT", BESTFIT, SIZE, 32, 32, TS_GB(1),
+          "least payload bytes of a split-off remainder (rounded up to 16)")
+TS_OPTION(BESTFIT_TRIM_THRESHOLD, "BESTFIT_TRIM_THRESHOLD", BESTFIT, SIZE, TS_KB(128), -1,
+          TS_GB(1024), "give the top back when the free block at the break exceeds this "
+                       "(-1: never)")
+TS_OPTION(BESTFIT_GROW_CHUNK, "BESTFIT_GROW_CHUNK", BESTFIT, SIZE, TS_KB(64), TS_KB(4), TS_GB(1),
+          "least sbrk increment (rounded up to 16)")
+
+/* ---- pow2 and pow2-partitioned ---- */
+TS_OPTION(POW2_PARTITIONS, "POW2_PARTITIONS", POW2, INT, 0, 0, 64,
+          "partitions of pow2-partitioned (0: one per CPU the process may use)")
+TS_OPTION(POW2_GIVE_BACK, "POW2_GIVE_BACK", POW2, SIZE, TS_MB(2), TS_MB(2), TS_GB(1024),
+          "once the free chunks at the top of the sbrk heap reach this, all but one go back")
+TS_OPTION(POW2_LAZY, "POW2_LAZY", POW2, INT, 8, 0, 64,
+          "freed blocks per order and partition kept unmerged (0: merge at once)")
+
+/* ---- bins ---- */
+TS_OPTION(BINS_CACHE, "BINS_CACHE", BINS, SIZE, TS_MB(16), 0, TS_GB(1024),
+          "bytes of freed mapped blocks each arena keeps for reuse (0: no cache)")
+TS_OPTION(BINS_KEEP_CHUNKS, "BINS_KEEP_CHUNKS", BINS, INT, 4, 0, 1024,
+          "empty chunks each arena keeps before unmapping more")
+
+/* ---- the override shim, for every design but tsalloc ---- */
+TS_OPTION(SHIM_STATS, "STATS", SHIM, BOOL, 0, 0, 1,
+          "print the malloc_stats() summary on stderr at exit")
+
+/* ---- the trace recorder (set by `tsalloc record`) ---- */
+TS_OPTION(RECORD_FILE, "RECORD_FILE", RECORD, TEXT, 0, 0, 0,
+          "the trace file to write (%p: the process id)")
+TS_OPTION(RECORD_PID, "RECORD_PID", RECORD, TEXT, 0, 0, 0,
+          "the process that records to a file without %p (not its children)")
+
+/* ---- test hooks ---- */
+TS_OPTION(TEST_OS_FAIL, "TEST_OS_FAIL", TEST, TEXT, 0, 0, 0,
+          "<ops>:<skip>:<count>: make OS memory calls fail (tests only)")
+TS_OPTION(EXPECT_DESIGN, "EXPECT_DESIGN", TEST, TEXT, 0, 0, 0,
+          "the design a bench program must find loaded (tests only)")
+/* clang-format on */

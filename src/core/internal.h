@@ -573,9 +573,40 @@ TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
 TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
 TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
 TS_HIDDEN uint64_t _ts_abandoned_reclaim(uint64_t now, bool force);
+TS_HIDDEN void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg);
+TS_HIDDEN void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg);
+
+/* registry.c */
+TS_HIDDEN ts_segment_t *_ts_segment_map_new(bool huge_first_half);
+TS_HIDDEN void _ts_segment_unmap(ts_segment_t *seg);
+TS_HIDDEN void _ts_registry_atfork_prepare(void);
+TS_HIDDEN void _ts_registry_atfork_parent(void);
+TS_HIDDEN void _ts_registry_atfork_child(void);
+
+/* segpurge.c */
+/* Segments are asked for transparent huge pages by 2 MiB halves. */
+#define TS_HALF_SIZE (TS_SEGMENT_SIZE / 2)
+TS_HIDDEN bool _ts_huge_wanted(ts_heap_t *heap, enum ts_kind kind);
+TS_HIDDEN bool _ts_huge_half_taken(ts_segment_t *seg, unsigned half);
+TS_HIDDEN bool _ts_second_half_fresh(const ts_segment_t *seg, unsigned i);
+TS_HIDDEN uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now);
+TS_HIDDEN uint64_t _ts_segment_purge_expired(ts_segment_t *seg, uint64_t now, bool force);
 /* A page of the full list whose blocks are all free: purge its memory (the
- * page stays in use); false when the OS refused. segment.c */
+ * page stays in use); false when the OS refused. segpurge.c */
 TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
+/* The free pages in `bits` are resident: their purge is due at `at` (the
+ * earliest of theirs). Segment lock held. */
+TS_INLINE void ts_segment_dirty_due(ts_segment_t *seg, uint64_t bits, uint64_t at) {
+    atomic_fetch_or(&seg->dirty_mask, bits);
+    if (bits && at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
+        atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+}
+
+/* abandon.c */
+TS_HIDDEN ts_segment_t *_ts_abandoned_pop(void);
+TS_HIDDEN void _ts_abandoned_atfork_prepare(void);
+TS_HIDDEN void _ts_abandoned_atfork_parent(void);
+TS_HIDDEN void _ts_abandoned_atfork_child(void);
 
 /* rescue.c: give back full pages of idle heaps whose blocks other threads
  * freed; returns when the next look is due. */

@@ -32,6 +32,7 @@ static _Atomic uint64_t abandoned_due;
 /* ---- abandoned segments ---------------------------------------------------------------- */
 
 void _ts_segment_abandon(ts_segment_t *seg) {
+    ts_assert(seg->used_pages > 0 && !seg->in_avail && !seg->cached);
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     pthread_mutex_lock(&abandoned_lock);
     seg->prev = NULL;
@@ -51,6 +52,7 @@ ts_segment_t *_ts_abandoned_pop(void) {
     pthread_mutex_lock(&abandoned_lock);
     ts_segment_t *seg = abandoned_list;
     if (seg) {
+        ts_assert(!seg->prev && !atomic_load_explicit(&seg->owner, memory_order_relaxed));
         abandoned_list = seg->next;
         if (abandoned_list) abandoned_list->prev = NULL;
         seg->next = NULL;
@@ -82,6 +84,9 @@ void _ts_abandoned_delay_changed(uint64_t now) {
 /* Reset a page whose blocks have all come back, and return it to its segment
  * (no owner heap involved: abandoned segments only). */
 static void page_reclaim(ts_segment_t *seg, ts_page_t *page) {
+    ts_assert(ts_page_state(page) == TS_PAGE_IN_USE && ts_page_owner(page) == 0);
+    ts_assert(ts_tf_count(atomic_load_explicit(&page->thread_free, memory_order_relaxed)) ==
+              page->used);
     atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
     page->free = NULL;
     page->used = 0;
@@ -118,6 +123,7 @@ uint64_t _ts_abandoned_reclaim(uint64_t now, bool force) {
     while (list) {
         ts_segment_t *seg = list;
         list = seg->next;
+        ts_assert(!atomic_load_explicit(&seg->owner, memory_order_relaxed) && seg->used_pages > 0);
         for (unsigned i = seg->first_page; i < seg->page_count; i++) {
             ts_page_t *page = &seg->pages[i];
             if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
@@ -154,11 +160,13 @@ uint64_t _ts_abandoned_reclaim(uint64_t now, bool force) {
 /* Take over a segment whose thread exited (the segment is ours alone: it was
  * popped from the abandoned list). Its live pages join this heap's queues. */
 void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
+    ts_assert(!atomic_load_explicit(&seg->owner, memory_order_relaxed) && seg->used_pages > 0);
     _ts_heap_seg_add(heap, seg);
     uint64_t empty = 0;
     for (unsigned i = seg->first_page; i < seg->page_count; i++) {
         ts_page_t *page = &seg->pages[i];
         if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
+        ts_assert(ts_page_owner(page) == 0 && page->used <= page->capacity);
         page->is_head = 0;
         page->in_full = 0;
         page->next = page->prev = NULL;

@@ -48,6 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/assert.h"
 #include "base/base.h"
 
 /* ---- geometry ------------------------------------------------------------ */

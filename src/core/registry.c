@@ -74,6 +74,7 @@ ts_segment_t *_ts_segment_map_new(bool huge_first_half) {
         return NULL;
     }
     if (huge_first_half) _ts_os_huge_pages(seg, TS_HALF_SIZE, true);
+    ts_assert(((uintptr_t)seg & TS_SEGMENT_MASK) == 0);
     seg->kind = TS_KIND_COUNT; /* not formatted yet; the rest is zero */
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
     _ts_os_name(seg, TS_SEGMENT_SIZE, "tsalloc");
@@ -89,7 +90,9 @@ ts_segment_t *_ts_segment_map_new(bool huge_first_half) {
 }
 
 void _ts_segment_unmap(ts_segment_t *seg) {
+    ts_assert(seg->used_pages == 0 && !seg->in_avail);
     pthread_mutex_lock(&registry_lock);
+    ts_assert(seg->reg_prev ? seg->reg_prev->reg_next == seg : registry == seg);
     if (seg->reg_prev)
         seg->reg_prev->reg_next = seg->reg_next;
     else

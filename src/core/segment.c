@@ -46,6 +46,7 @@ void _ts_spin_lock_slow(_Atomic int *l) {
 
 /* Lay out a wholly free segment for pages of `kind` (owner only). */
 static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
+    ts_assert(seg->used_pages == 0 && kind < TS_KIND_COUNT);
     if (seg->kind == kind) return;
     static const uint8_t shifts[TS_KIND_COUNT] = {TS_SHIFT_SMALL, TS_SHIFT_MEDIUM, TS_SHIFT_BIG};
     unsigned shift = shifts[kind];
@@ -74,6 +75,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     seg->first_page = (uint8_t)first;
     seg->page_count = (uint8_t)count;
     seg->free_mask = 0;
+    ts_assert(first < count && count <= TS_MAX_PAGES);
     for (unsigned i = 0; i < TS_MAX_PAGES; i++) {
         ts_page_t *page = &seg->pages[i];
         atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
@@ -122,6 +124,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
 /* ---- a heap's segment lists (owner only) ---------------------------------------- */
 
 void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg) {
+    ts_assert(!seg->in_avail && !seg->cached && heap->spare != seg);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
     seg->prev = NULL;
     seg->next = heap->segments;
@@ -130,6 +133,8 @@ void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg) {
 }
 
 static void heap_seg_remove(ts_heap_t *heap, ts_segment_t *seg) {
+    ts_assert(!seg->in_avail && atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap);
+    ts_assert(seg->prev ? seg->prev->next == seg : heap->segments == seg);
     if (seg->prev)
         seg->prev->next = seg->next;
     else
@@ -140,6 +145,7 @@ static void heap_seg_remove(ts_heap_t *heap, ts_segment_t *seg) {
 
 void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg) {
     if (seg->in_avail) return;
+    ts_assert(seg->free_mask && atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap);
     ts_segment_t **head = &heap->avail[seg->kind];
     seg->avail_prev = NULL;
     seg->avail_next = *head;
@@ -170,6 +176,7 @@ static ts_segment_t *cache_pop(enum ts_kind kind) {
             break;
         }
     if (seg) {
+        ts_assert(seg->cached && seg->used_pages == 0 && cache_count > 0);
         if (seg->prev)
             seg->prev->next = seg->next;
         else
@@ -185,6 +192,7 @@ static ts_segment_t *cache_pop(enum ts_kind kind) {
 }
 
 void _ts_segment_release(ts_segment_t *seg) {
+    ts_assert(seg->used_pages == 0 && !seg->in_avail && !seg->cached);
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     size_t limit = (size_t)_ts_option(TS_OPT_SEGMENT_CACHE);
     pthread_mutex_lock(&cache_lock);
@@ -230,8 +238,12 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     ts_spin_lock(&seg->lock);
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
     uint64_t pick = seg->free_mask & dirty ? seg->free_mask & dirty : seg->free_mask;
+    ts_assert(pick != 0 && !(dirty & ~seg->free_mask));
     unsigned i = (unsigned)__builtin_ctzll(pick);
     uint64_t bit = (uint64_t)1 << i;
+    ts_assert(i >= seg->first_page && i < seg->page_count);
+    ts_assert(ts_page_state(&seg->pages[i]) ==
+              ((dirty & bit) ? TS_PAGE_FREE_DIRTY : TS_PAGE_FREE_CLEAN));
     seg->free_mask &= ~bit;
     bool was_dirty = (dirty & bit) != 0;
     if (was_dirty) atomic_fetch_and(&seg->dirty_mask, ~bit);
@@ -303,6 +315,9 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     if (clean) atomic_store_explicit(&page->rescued, 0, memory_order_relaxed);
     bool retry = false;
     ts_spin_lock(&seg->lock);
+    ts_assert(ts_page_state(page) == TS_PAGE_IN_USE && !(seg->free_mask & bit));
+    ts_assert(seg->used_pages > 0 && page->index >= seg->first_page);
+    ts_assert(page->used == 0 && ts_page_owner(page) == 0);
     ts_page_set_state(page, clean ? TS_PAGE_FREE_CLEAN : TS_PAGE_FREE_DIRTY);
     page->purge_at = at;
     page->purge_refusals = 0;

@@ -60,6 +60,7 @@ bool _ts_huge_wanted(ts_heap_t *heap, enum ts_kind kind) {
  * _ts_purge_schedule once it has released it (their deadlines need watching;
  * that also asks for the helper should the commit have crossed 8 MiB). */
 bool _ts_huge_half_taken(ts_segment_t *seg, unsigned half) {
+    ts_assert(half < 2 && atomic_load_explicit(&seg->lock, memory_order_relaxed));
     uint64_t at = _ts_os_now_ns() + _ts_purge_delay_ns(), made = 0;
     size_t bytes = 0;
     for (unsigned i = seg->first_page; i < seg->page_count; i++) {
@@ -96,6 +97,7 @@ bool _ts_second_half_fresh(const ts_segment_t *seg, unsigned i) {
  * their huge-page request, else khugepaged may fill the purged holes back
  * in; such a half is not asked again. Segment lock held. */
 static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
+    ts_assert(atomic_load_explicit(&seg->lock, memory_order_relaxed)); /* held */
     halves &= seg->huge_halves;
     for (unsigned h = 0; h < 2; h++) {
         if (!(halves & (1u << h))) continue;
@@ -111,6 +113,8 @@ static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
  * memory, or the test hook). Those stay dirty and counted as resident, their
  * purge due again after _ts_refused_retry_ns. */
 uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now) {
+    ts_assert(atomic_load_explicit(&seg->lock, memory_order_relaxed)); /* held */
+    ts_assert(!(mask & ~seg->free_mask) || seg->used_pages == 0); /* free pages, or a format */
     unsigned halves = 0;
     for (uint64_t m = mask; m; m &= m - 1)
         halves |= 1u << page_half(seg, (unsigned)__builtin_ctzll(m));
@@ -130,6 +134,7 @@ uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now)
         bool whole = _ts_os_purge((void *)a->base, len);
         for (unsigned i = first; i <= last; i++) {
             ts_page_t *page = &seg->pages[i];
+            ts_assert(ts_page_state(page) == TS_PAGE_FREE_DIRTY);
             if (!whole && (first == last || !_ts_os_purge((void *)page->base, page->area))) {
                 if (page->purge_refusals < TS_REFUSED_RETRY_MAX) page->purge_refusals++;
                 page->purge_at = now + _ts_refused_retry_ns(page->purge_refusals);
@@ -150,6 +155,7 @@ uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now)
 
 bool _ts_segment_purge_in_use(ts_page_t *page) {
     ts_segment_t *seg = ts_segment_of(page);
+    ts_assert(ts_page_state(page) == TS_PAGE_IN_USE && page->in_full && page->used == 0);
     ts_spin_lock(&seg->lock);
     huge_halves_split(seg, 1u << page_half(seg, page->index));
     bool purged = _ts_os_purge((void *)page->base, page->area);
@@ -164,7 +170,9 @@ bool _ts_segment_purge_in_use(ts_page_t *page) {
 
 /* Purge the dirty pages whose delay has passed; returns the next deadline. */
 uint64_t _ts_segment_purge_expired(ts_segment_t *seg, uint64_t now, bool force) {
+    ts_assert(atomic_load_explicit(&seg->lock, memory_order_relaxed)); /* held */
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
+    ts_assert(!(dirty & ~seg->free_mask)); /* only free pages wait for a purge */
     uint64_t expired = 0, next = UINT64_MAX;
     for (uint64_t m = dirty; m; m &= m - 1) {
         unsigned i = (unsigned)__builtin_ctzll(m);

@@ -565,7 +565,6 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
  * lingering big page of classes this heap did not allocate from since the
  * last collection (all of them when `force`); kept big pages in the slots go
  * at the second collection that finds them there. */
-TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
 void _ts_pages_collect(ts_heap_t *heap, bool force) {
     /* Full pages the purge thread rescued while this heap was idle. */
     if (atomic_load_explicit(&heap->rescued, memory_order_relaxed) &&

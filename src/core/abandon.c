@@ -11,8 +11,9 @@
  * - abandoned_count is the length of the list (changed under its lock).
  * - abandoned_due is nonzero from a request until the pass that takes it.
  *
- * Lock order: reclaim lock, then abandoned lock; the segment cache, registry
- * and segment locks are taken after both (or with neither held).
+ * Lock order: reclaim lock, then abandoned lock, a leaf (nothing else is
+ * taken while it is held). A pass holds the reclaim lock while it returns
+ * pages and segments (segment spinlocks, the cache and registry locks).
  */
 #include "core/internal.h"
 

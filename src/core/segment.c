@@ -21,8 +21,9 @@
  * - A segment is in heap->avail[kind] (in_avail) only while its owner is that
  *   heap; cache_count is the length of the cache list, each entry `cached`.
  *
- * Lock order: segment cache lock, then (in _ts_segment_unmap) the registry lock;
- * a segment spinlock is taken alone.
+ * Lock order: the cache lock and a segment spinlock are each taken alone
+ * (the cache lock is released before _ts_segment_unmap takes the registry
+ * lock); fork takes them all in the order of internal.h.
  */
 #include "core/internal.h"
 

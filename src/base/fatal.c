@@ -1,6 +1,7 @@
 /* Messages on stderr, and the one way out for misuse and broken invariants:
  * a message naming the function and the pointer, then abort(). Never
  * allocates. */
+#include "base/assert.h"
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -29,4 +30,8 @@ void _ts_invalid_pointer(const char *func, const void *ptr) {
 
 void _ts_double_free(const char *func, const void *ptr) {
     _ts_fatal("%s(): double free of %p", func, ptr);
+}
+
+void _ts_assert_fail(const char *cond, const char *file, int line, const char *func) {
+    _ts_fatal("assertion failed: %s (%s:%d, %s())", cond, file, line, func);
 }

@@ -71,6 +71,11 @@ TS_INLINE void ts_spin_unlock(ts_spinlock_t *lock) {
     atomic_store_explicit(&lock->held, 0, memory_order_release);
 }
 
+/* Someone holds the lock: for assertions that the caller holds it. */
+TS_INLINE bool ts_spin_is_locked(ts_spinlock_t *lock) {
+    return atomic_load_explicit(&lock->held, memory_order_relaxed) != 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -86,6 +86,8 @@ static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
 }
 
 void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, uint32_t count) {
+    ts_assert(head && tail && count > 0 && count <= page->reserved);
+    ts_assert(ts_page_of(ts_segment_of(head), head, ts_segment_of(head)->page_shift) == page);
     /* Read before the push: after it the page may be reclaimed. Heaps are
      * never unmapped, so a stale owner costs at most a needless wake-up. */
     uintptr_t owner_word = ts_page_owner(page);
@@ -128,6 +130,7 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
 }
 
 void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b) {
+    ts_assert(b->page && b->count > 0 && b->count <= b->page->rbatch_max);
     heap->remote_frees += b->count;
     heap->remote_pushes++;
     _ts_page_push_remote(b->page, b->head, b->tail, b->count);

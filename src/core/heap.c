@@ -28,8 +28,6 @@
 #include <pthread.h>
 #include <string.h>
 
-TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
-
 #define EMPTY_DIRECT                                                                               \
     { [0 ... TS_DIRECT_SLOTS - 1] = &_ts_page_empty }
 #define EMPTY_HEADS                                                                                \

@@ -1,4 +1,6 @@
 /* The fast allocator (libtsalloc): definitions shared by the files of src/core.
+ * The types (pages, segments, heaps) and their inline readers are in
+ * core/types.h, included here; below them, each file's shared functions.
  *
  * Terms, used the same way in every file:
  * - OS page: the kernel's 4 KiB unit.
@@ -48,72 +50,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/assert.h"
 #include "base/base.h"
-#include "base/spinlock.h"
+#include "core/types.h"
 
-/* ---- geometry ------------------------------------------------------------ */
+/* ---- cross-file functions ------------------------------------------------ */
 
-#define TS_SEGMENT_SHIFT  22
-#define TS_SEGMENT_SIZE   ((size_t)1 << TS_SEGMENT_SHIFT)
-#define TS_SEGMENT_MASK   (TS_SEGMENT_SIZE - 1)
-#define TS_SEGMENT_HEADER ((size_t)64 * 1024) /* header region; only its start is touched */
-#if defined(__aarch64__)
-#define TS_ADDRESS_BITS 48 /* user space of arm64 Linux (4 KiB pages, 48-bit VA) */
-#else
-#define TS_ADDRESS_BITS 47 /* user space of x86-64 Linux (4-level paging) */
-#endif
-#define TS_SEGMAP_ENTRIES ((size_t)1 << (TS_ADDRESS_BITS - TS_SEGMENT_SHIFT))
-#define TS_MAX_PAGES      64
+/* Grouped by the file that defines them, one heading per file
+ * (tests/layering/check_internal_h.py, the ctest internal_h_grouping, keeps
+ * it so). */
 
-enum { TS_MAP_NONE = 0, TS_MAP_LARGE = 1 }; /* other _ts_segmap values: a page shift */
-
-enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
-#define TS_SHIFT_SMALL  16
-#define TS_SHIFT_MEDIUM 19
-#define TS_SHIFT_BIG    22
-#define TS_SHIFT_MIN    TS_SHIFT_SMALL
-
-/* ---- size classes (sizeclass.c) ------------------------------------------- */
-
-/* 16-byte steps up to 128 B, then 4 classes per doubling up to 512 KiB. */
-#define TS_CLASS_STEP_LIMIT 128
-#define TS_CLASS_MAX_SIZE   ((size_t)512 * 1024)
-#define TS_CLASS_COUNT      56
-#define TS_LIST_CLASS_LAST  43                  /* 64 KiB: the last class of medium pages */
-#define TS_SMALL_PAGE_MAX   ((size_t)8 * 1024)  /* classes up to here use small pages */
-#define TS_MEDIUM_PAGE_MAX  ((size_t)64 * 1024) /* ... up to here medium pages, above: big */
-/* Pages of classes up to here start their blocks at a per-page colour
- * (page.c, page_colour). */
-#define TS_COLOUR_MAX_BLOCK 1024
-/* Empty big pages a heap keeps for reuse in its slots (page.c, page_cache),
- * besides the one lingering in its queue (heap->big_linger): up to KEEP + 1
- * in all; beside another, only one with at most TS_EMPTY_BIG_EXTRA_BYTES
- * touched. */
-#define TS_EMPTY_BIG_KEEP        4
-#define TS_EMPTY_BIG_EXTRA_BYTES ((size_t)1 << 20)
-/* Sizes up to TS_DIRECT_MAX reach their page through heap->direct[(size+15)/16]. */
-#define TS_DIRECT_MAX   1024
-#define TS_DIRECT_SLOTS (TS_DIRECT_MAX / 16 + 1)
-/* The list classes: blocks up to 64 KiB (small and medium pages). */
-#define TS_LIST_MAX_SIZE TS_MEDIUM_PAGE_MAX
-
-/* The class of a size (0 for size 0). Arithmetic, no table: the table in
- * sizeclass.c is generated from the same rule and tested against it. */
-TS_INLINE unsigned ts_class_of(size_t size) {
-    if (size <= TS_CLASS_STEP_LIMIT) return size <= 16 ? 0 : (unsigned)((size - 1) >> 4);
-    size_t s = size - 1;
-    unsigned b = 63u - (unsigned)__builtin_clzl(s); /* 2^b <= s < 2^(b+1), b >= 7 */
-    return 8 + (b - 7) * 4 + (unsigned)((s >> (b - 2)) & 3);
-}
-
-typedef struct ts_class_info {
-    uint32_t size;     /* block size */
-    uint8_t kind;      /* enum ts_kind of its pages */
-    uint8_t tz;        /* size = odd << tz */
-    uint8_t direct_lo; /* direct slots that map to this class (lo > hi: none) */
-    uint8_t direct_hi;
-    uint64_t inv; /* inverse of odd modulo 2^64 (see ts_page_block_ok) */
-} ts_class_info_t;
+/* ---- sizeclass.c --------------------------------------------------------- */
 
 TS_HIDDEN extern ts_class_info_t _ts_classes[TS_CLASS_COUNT];
 /* Sizes above the direct table up to 64 KiB: class = _ts_class_by_256[(size - 1) >> 8]
@@ -127,320 +74,10 @@ TS_HIDDEN void _ts_sizeclass_init(void);
 /* The smallest class >= size whose block size is a multiple of align (a power
  * of two, 16 < align <= 64 KiB), or TS_CLASS_COUNT when none. */
 TS_HIDDEN unsigned _ts_class_aligned(size_t size, size_t align);
-TS_INLINE bool ts_class_is_list(unsigned cls) {
-    return cls <= TS_LIST_CLASS_LAST;
-}
 
-/* ---- blocks, pages, segments ---------------------------------------------- */
+/* ---- options.c ----------------------------------------------------------- */
 
-typedef struct ts_block {
-    struct ts_block *next;
-} ts_block_t;
-
-typedef struct ts_heap ts_heap_t;
-typedef struct ts_segment ts_segment_t;
-
-/* page->thread_free packs the list of blocks freed by other threads, their
- * number, and a 2-bit notification state into one word, so one CAS pushes
- * a whole chain and the owner takes it back without walking it:
- *   bits 63..48 count | bits 47..4 head block | bits 1..0 state.
- * (48 pointer bits: arm64 user addresses reach 2^48; a page holds at most
- * 4096 blocks, well below the 16-bit count limit.)
- * NOTIFY: the page sits in its owner's full list; the next remote freer hands
- * its blocks to the owner heap's delayed list instead, so the owner learns
- * the page has room again. NOTIFYING: that hand-over is in progress (the
- * owner waits for it before it abandons the heap).
- * Bit 2, TS_TF_DETACHED: the owner's heap was abandoned with blocks of this
- * page out (set before the segment joins the abandoned list, cleared when a
- * heap adopts it): a remote freer learns from the word its CAS replaced that
- * it must ask for a reclaim pass; the owner read before the CAS may be stale. */
-enum { TS_TF_NORMAL = 0, TS_TF_NOTIFY = 1, TS_TF_NOTIFYING = 2 };
-#define TS_TF_DETACHED    ((uint64_t)4)
-#define TS_TF_COUNT_SHIFT 48
-#define TS_TF_PTR_MASK    ((((uint64_t)1 << TS_TF_COUNT_SHIFT) - 1) & ~(uint64_t)15)
-TS_INLINE ts_block_t *ts_tf_ptr(uint64_t w) {
-    return (ts_block_t *)(uintptr_t)(w & TS_TF_PTR_MASK);
-}
-TS_INLINE uint32_t ts_tf_count(uint64_t w) {
-    return (uint32_t)(w >> TS_TF_COUNT_SHIFT);
-}
-TS_INLINE unsigned ts_tf_state(uint64_t w) {
-    return (unsigned)(w & 3);
-}
-_Static_assert(((size_t)1 << TS_SHIFT_SMALL) / 16 < ((size_t)1 << (64 - TS_TF_COUNT_SHIFT)),
-               "thread_free count field too small");
-TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
-    return (count << TS_TF_COUNT_SHIFT) | (uint64_t)(uintptr_t)p | state;
-}
-
-/* page->owner: the heap, with TS_OWNER_FULL set while the page is in its full
- * list or kept empty (so the owner's free fast path falls into the slow path
- * and moves it back), or TS_OWNER_HEAD while it is the head page of a list
- * class (its `used` is not exact). Never both. */
-#define TS_OWNER_FULL  ((uintptr_t)1)
-#define TS_OWNER_HEAD  ((uintptr_t)2)
-#define TS_OWNER_FLAGS ((uintptr_t)3)
-/* Both bits: a page of the full list that the purge thread is looking at
- * (rescue.c); whoever would take it out of the full list waits. */
-#define TS_OWNER_CLAIMED TS_OWNER_FLAGS
-/* A head page's `used` while it is head (see the invariants above). */
-#define TS_HEAD_USED_BIAS ((uint32_t)1 << 31)
-
-/* Page states in the segment (changed under the segment lock). */
-enum { TS_PAGE_FREE_CLEAN = 0, TS_PAGE_FREE_DIRTY, TS_PAGE_IN_USE, TS_PAGE_HEADER };
-
-/* A page descriptor: four cache lines, by who writes them, ordered so that
- * the lines other threads touch (read-mostly, remote-written) and the owner's
- * hot line do not share a 128-byte pair (the unit some prefetchers fetch).
- * 256 bytes, so free finds a small page's descriptor with shifts and masks. */
-typedef struct ts_page {
-    /* Owner-hot: the fast paths. */
-    ts_block_t *free;  /* allocation pops here, the owner's frees push here */
-    uint32_t used;     /* see the invariants above */
-    uint32_t capacity; /* blocks carved so far */
-    uint8_t is_head;   /* the head of a list class: owner has TS_OWNER_HEAD */
-    uint8_t in_full;
-    uint8_t cached;              /* an empty big page kept by its heap for the next request */
-    struct ts_page *next, *prev; /* class queue or full list */
-    /* Free pages: written under the segment lock. */
-    _Alignas(64) uint64_t purge_at; /* free dirty page: when to give it back */
-    uintptr_t base;                 /* the page's memory: area bytes from here */
-    /* Bytes from base that may be resident: raised by the owner as it carves
-     * (whatever the class), cleared by a purge (under the segment lock). */
-    uint32_t touched;
-    uint8_t purge_refusals; /* purges the OS refused in a row since the page was freed */
-    /* thread_free as the last sweep left it (sweep.c, sweep lock: unchanged,
-     * nothing new came). The owner clears it when it takes a list, else a
-     * list made again the same way (same head, same count) after the owner
-     * reused the blocks passed for the swept one and was never swept. */
-    _Atomic uint64_t swept_tf;
-    /* Read-mostly: set when the page is (re)initialised or grows; remote
-     * freers read it to validate pointers without disturbing the owner. */
-    _Alignas(64) _Atomic uintptr_t owner; /* heap | TS_OWNER_*; 0: free page or abandoned */
-    uintptr_t start;                      /* address of block 0: base + colour */
-    uint64_t inv;                         /* of the class: see ts_page_block_ok */
-    uint64_t mark_key;                    /* of this page's current class: see ts_mark_of */
-    _Atomic uint64_t carved;              /* capacity, for other threads' frees */
-    uint32_t block_size;
-    uint32_t reserved; /* blocks that fit */
-    uint32_t area;     /* bytes of memory the page covers */
-    uint8_t cls;
-    uint8_t tz;            /* of the class: see ts_page_block_ok */
-    uint8_t rslot;         /* this page's slot in a freeing heap's rbatch[], by class */
-    uint8_t rslot_alt;     /* its second choice there, by index (free.c) */
-    uint8_t rbatch_max;    /* a batch of this page's blocks is pushed at this count */
-    uint8_t index;         /* position in its segment */
-    _Atomic uint8_t state; /* TS_PAGE_*: written under the segment lock, read anywhere */
-    /* In the full list with every block free and its memory purged
-     * (rescue.c): a free into it is a double free. */
-    _Atomic uint8_t rescued;
-    /* Remote-written. */
-    _Alignas(64) _Atomic uint64_t thread_free;
-} ts_page_t;
-
-struct ts_segment {
-    _Atomic(ts_heap_t *) owner; /* NULL: abandoned, cached or spare-less */
-    uint8_t kind;               /* enum ts_kind; TS_KIND_COUNT before the first format */
-    uint8_t page_shift;
-    uint8_t first_page; /* index of the first usable page */
-    uint8_t page_count; /* pages of this kind (usable: first_page .. page_count-1) */
-    ts_spinlock_t lock; /* free_mask, dirty_mask, page states, purge_at */
-    uint32_t used_pages;
-    uint64_t free_mask;          /* pages not in use */
-    _Atomic uint64_t dirty_mask; /* free pages still resident, waiting for purge */
-    _Atomic uint64_t purge_at_min;
-    ts_segment_t *reg_next, *reg_prev;     /* registry of all segments (registry lock) */
-    ts_segment_t *next, *prev;             /* heap's segments, abandoned list or cache */
-    ts_segment_t *avail_next, *avail_prev; /* heap's segments with a free page of this kind */
-    uint8_t in_avail;
-    uint8_t cached;
-    uint8_t huge_halves; /* 2 MiB halves asked for huge pages (segment lock; segment.c) */
-    uint8_t huge_split;  /* halves a purge split since: not asked again (segment lock) */
-    /* A small page of it was set up for a sweepable class (8 KiB): the sweep
-     * walks small segments only then (sweep.c). Set by the owner, never
-     * cleared while the segment is laid out for small pages. */
-    _Atomic uint8_t sweepable;
-    uint64_t cached_at;
-    _Alignas(64) ts_page_t pages[TS_MAX_PAGES];
-};
-
-_Static_assert(sizeof(ts_page_t) == 256, "page descriptor: four cache lines");
-_Static_assert(sizeof(ts_segment_t) <= TS_SEGMENT_HEADER, "segment header too big");
-
-TS_HIDDEN extern _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
-
-TS_INLINE ts_segment_t *ts_segment_of(const void *p) {
-    return (ts_segment_t *)((uintptr_t)p & ~(uintptr_t)TS_SEGMENT_MASK);
-}
-TS_INLINE ts_page_t *ts_page_of(ts_segment_t *seg, const void *p, unsigned shift) {
-    return &seg->pages[((uintptr_t)p & TS_SEGMENT_MASK) >> shift];
-}
-/* The same for a small page: page index * 256 straight from the pointer's bits. */
-TS_INLINE ts_page_t *ts_small_page_of(const void *p) {
-    uintptr_t u = (uintptr_t)p;
-    _Static_assert(TS_SHIFT_SMALL - 8 == 8 && sizeof(ts_page_t) == 256, "index scaling");
-    uintptr_t offset =
-        (u >> (TS_SHIFT_SMALL - 8)) & (((TS_SEGMENT_SIZE >> TS_SHIFT_SMALL) - 1) << 8);
-    return (ts_page_t *)((uintptr_t)ts_segment_of(p)->pages + offset);
-}
-/* True when p is the start of a block this page has handed out at some time:
- * off = p - start is k * size with k < carved. With size = odd << tz and inv
- * the inverse of odd modulo 2^64, rotating off * inv right by tz gives k when
- * size divides off, and at least 2^64 / size otherwise (nonzero low bits
- * rotate to the top; multiplying by inv maps the multiples of odd, and only
- * them, below 2^64 / odd): one multiply and one compare, exact for every
- * 64-bit off, p below start included. */
-TS_INLINE bool ts_page_block_ok(const ts_page_t *page, uintptr_t p) {
-    uint64_t x = (uint64_t)(p - page->start) * page->inv;
-    unsigned tz = page->tz;
-    uint64_t k = (x >> tz) | (x << ((64 - tz) & 63));
-    return k < atomic_load_explicit(&page->carved, memory_order_relaxed);
-}
-TS_INLINE unsigned ts_page_state(const ts_page_t *page) {
-    return atomic_load_explicit(&page->state, memory_order_relaxed);
-}
-TS_INLINE void ts_page_set_state(ts_page_t *page, unsigned state) {
-    atomic_store_explicit(&page->state, (uint8_t)state, memory_order_relaxed);
-}
-TS_INLINE uintptr_t ts_page_owner(const ts_page_t *page) {
-    return atomic_load_explicit(&page->owner, memory_order_relaxed);
-}
-/* For whoever may retire the page (its owner, or a thread adopting it):
- * every block it handed out is back in thread_free (their count makes
- * `used`); if so, thread_free is emptied and true returned. By CAS on the
- * very word whose count was compared: a sweep pass may hold the list for a
- * moment (sweep.c), and taking less than was counted would leave the page
- * in use with its blocks nowhere. */
-TS_INLINE bool ts_page_take_all_back(ts_page_t *page) {
-    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
-    if (ts_tf_count(w) != page->used) return false;
-    if (!ts_tf_count(w)) return true;
-    if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &w,
-                                                 ts_tf_make(NULL, 0, ts_tf_state(w)),
-                                                 memory_order_acquire, memory_order_relaxed))
-        return false;
-    atomic_store_explicit(&page->swept_tf, 0, memory_order_relaxed); /* taken: see swept_tf */
-    return true;
-}
-
-/* The second word of a free block (blocks are at least 16 bytes) holds its
- * free mark: the block's address mixed with its page's mark key, a value
- * drawn anew (from a per-process random key and a process-wide counter, top
- * bit set) each time the page is set up for a class. Every free, local or
- * remote, and every carving sets it, every allocation clears it; a block
- * being freed that carries it is already free: a double free, caught wherever
- * it waits (free list, remote batch or chain). A live block holds its mark
- * only if the program wrote that random value there: marks left in memory by
- * earlier uses of a page belong to other addresses or to an earlier key, so
- * copying them around (uninitialised bytes of a fresh block, say) never
- * makes one match. */
-TS_INLINE uintptr_t ts_mark_of(const ts_page_t *page, const void *block) {
-    return (uintptr_t)block ^ page->mark_key;
-}
-TS_INLINE uintptr_t *ts_mark_word(void *block) {
-    return (uintptr_t *)block + 1;
-}
-TS_INLINE bool ts_block_marked(const ts_page_t *page, void *block) {
-    return *ts_mark_word(block) == ts_mark_of(page, block);
-}
-TS_INLINE void ts_block_mark(const ts_page_t *page, void *block) {
-    *ts_mark_word(block) = ts_mark_of(page, block);
-}
-/* A fresh mark key for a page set up for a class (init.c). */
-TS_HIDDEN uint64_t _ts_new_mark_key(void);
-
-/* ---- heaps ------------------------------------------------------------------- */
-
-typedef struct ts_page_queue {
-    ts_page_t *first, *last;
-} ts_page_queue_t;
-
-/* Remote frees waiting to be pushed to one page in one CAS. */
-typedef struct ts_rbatch {
-    ts_page_t *page;
-    ts_block_t *head, *tail;
-    uint32_t count;
-    uint16_t seen; /* count when free_remote last looked (the fast path adds blocks unstamped) */
-    uint16_t last; /* heap->rbatch_clock (mod 2^16) when free_remote last saw it grow */
-} ts_rbatch_t;
-#define TS_RBATCH_SLOTS     16
-#define TS_RBATCH_MAX       32   /* blocks per batch */
-#define TS_RBATCH_MAX_BLOCK 1024 /* larger blocks are pushed at once */
-#define TS_RBATCH_STALE     16   /* free_remote calls since a batch last grew: left behind */
-/* A batch is pushed once it holds this many bytes (page->rbatch_max blocks),
- * so a thread that frees others' blocks and then idles keeps at most
- * TS_RBATCH_SLOTS * TS_RBATCH_MAX_BYTES = 128 KiB. */
-#define TS_RBATCH_MAX_BYTES 8192
-_Static_assert(TS_RBATCH_MAX <= UINT16_MAX, "a batch's count fits ts_rbatch_t.seen");
-
-enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
-
-struct ts_heap {
-    /* The fast path reads direct[] and head[], and counts allocations. */
-    ts_page_t *direct[TS_DIRECT_SLOTS];   /* per size slot: its class's head */
-    uint64_t alloc_slot[TS_DIRECT_SLOTS]; /* allocations per size slot (fast path) */
-    ts_page_t *head[TS_CLASS_COUNT];      /* per class: the head, or _ts_page_empty */
-    uint64_t alloc_class[TS_CLASS_COUNT]; /* other allocations */
-    uint64_t allocs_seen[TS_CLASS_COUNT]; /* per class, at the last idle-page collection */
-    uint32_t state;                       /* TS_HEAP_* */
-    uint32_t id;
-    ts_page_queue_t queue[TS_CLASS_COUNT]; /* pages with (possible) room, head first */
-    ts_page_queue_t full;                  /* exhausted pages, waiting for frees */
-    ts_rbatch_t rbatch[TS_RBATCH_SLOTS];
-    uint32_t rbatch_used;
-    uint16_t rbatch_clock;       /* counts free_remote calls (mod 2^16): the age of batches */
-    _Atomic uint32_t slow_count; /* owner: relaxed load and store; rescue.c reads it */
-    /* Pages of the full list the purge thread rescued (rescue.c): the owner
-     * retires them at its next collection. */
-    _Atomic uint32_t rescued;
-    /* rescue.c's own, under the pool lock: */
-    uint32_t rescue_seen_slow; /* slow_count at the last look */
-    uint8_t rescue_armed;      /* blocks were waiting in `delayed` at the last look */
-    uint8_t rescue_backoff;    /* looks in a row that rescued nothing: wait 2^n periods */
-    uint64_t rescue_at;        /* no rescue before this (ns) */
-    uint64_t rescue_idle_at;   /* idle long enough from then, if slow_count stays */
-    /* sweep.c's own, under the pool lock: */
-    uint32_t sweep_seen_slow;                  /* slow_count at the last sweep pass */
-    uint8_t sweep_armed;                       /* sweep_seen_slow is set */
-    uint64_t sweep_idle_since;                 /* first look that saw slow_count as it is */
-    uint64_t maint_at;                         /* next idle-page check (ns) */
-    ts_segment_t *segments;                    /* every segment this heap owns */
-    ts_segment_t *avail[TS_KIND_COUNT];        /* owned segments with a free page */
-    ts_segment_t *spare;                       /* one wholly free segment kept for reuse */
-    ts_page_t *empty_big[TS_EMPTY_BIG_KEEP];   /* empty big pages kept, oldest first (page.c) */
-    uint8_t empty_big_seen[TS_EMPTY_BIG_KEEP]; /* it was there at the last collection */
-    ts_page_t *big_linger; /* the big page last emptied by a free, left first in its queue
-                            * (kept while used == 0; page.c, _ts_page_empty_at_free) */
-    uint64_t remote_frees, remote_pushes, notify_frees, adopted, large_allocs;
-    ts_heap_t *all_next, *all_prev; /* live heaps (pool lock) */
-    ts_heap_t *pool_next;
-    /* Held by the heap's thread while it lives (robust: the kernel marks it
-     * when the thread dies), so a heap whose thread exited without running
-     * its destructor (created after the key destructors ran) is found and
-     * abandoned by the purge thread. `watched` under the pool lock. */
-    pthread_mutex_t alive;
-    uint32_t watched;
-    /* Written by other threads: alone in its 128-byte pair of lines (heaps
-     * are 128-byte aligned in their pool). */
-    _Alignas(128) _Atomic(ts_block_t *) delayed; /* blocks handed over for full pages */
-    /* rescue.c gave up looking (nothing came of its last looks): a new
-     * hand-over, or a push that may complete a page, asks it to look again. */
-    _Atomic uint8_t rescue_parked;
-    char delayed_pad[119];
-};
-
-/* The calling thread's heap: one pointer of initial-exec TLS. Starts as the
- * static empty heap (every direct slot points at an empty page), so the first
- * malloc falls into the slow path without a NULL check. */
-TS_HIDDEN extern __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec")));
-TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads that have not allocated yet */
-TS_HIDDEN extern ts_heap_t _ts_heap_dead;  /* threads past their heap's destructor */
-TS_HIDDEN extern ts_page_t _ts_page_empty;
-
-/* ---- cross-file functions ------------------------------------------------------ */
-
-/* sizeclass.c: see above. options.c; the order of the core's entries in
- * base/option_list.h, whose index is this enum. */
+/* sizeclass.c: see above. options.c */
 enum ts_option {
     TS_OPT_PURGE_DELAY_MS,
     TS_OPT_PURGE_THREAD,
@@ -461,197 +98,9 @@ TS_HIDDEN uint64_t _ts_look_period_ns(void); /* options.c: between their looks *
 TS_HIDDEN uint64_t _ts_refused_retry_ns(unsigned refusals); /* options.c */
 TS_HIDDEN void _ts_verbose(int level, const char *fmt, ...);
 
-/* init.c */
-TS_HIDDEN void _ts_process_init(void);
-TS_HIDDEN bool _ts_process_ready(void);
-TS_HIDDEN ts_heap_t *_ts_thread_init(void);
+/* ---- stats.c ------------------------------------------------------------- */
 
-/* heap.c */
-TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread);
-TS_HIDDEN void _ts_heap_thread_exit(ts_heap_t *heap);
-TS_HIDDEN void _ts_heaps_reap(void);
-TS_HIDDEN void _ts_heap_abandon(ts_heap_t *heap);
-TS_HIDDEN void _ts_heap_slow_tick(ts_heap_t *heap);
-TS_HIDDEN void _ts_heap_collect(ts_heap_t *heap, bool force);
-TS_HIDDEN void _ts_heap_flush_remote(ts_heap_t *heap);
-TS_HIDDEN void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg);
-TS_HIDDEN void *_ts_orphan_alloc(size_t size, size_t align, bool zero);
-TS_HIDDEN void _ts_heaps_atfork_prepare(void);
-TS_HIDDEN void _ts_heaps_atfork_parent(void);
-TS_HIDDEN void _ts_heaps_atfork_child(void);
-/* Heaps whose threads exist in this process (heaps_live without a fork
- * child's inherited ones). */
-TS_HIDDEN size_t _ts_heaps_running(void);
-/* False once the main thread's heap is gone (main called pthread_exit), or
- * when main never had one. */
-TS_HIDDEN bool _ts_main_heap_live(void);
-/* fn(heap, arg) for each live heap, then fn(NULL, arg), all under the pool
- * lock: an exiting heap folds its counts into _ts_stats under that lock, so
- * the NULL call reads totals that count each heap once. */
-typedef void (*ts_heap_visit_fn)(const ts_heap_t *heap, void *arg);
-TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
-
-/* page.c */
-TS_HIDDEN void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls);
-/* A block from the first page of a class's queue, or NULL when that page has
- * none on its list (the caller then takes _ts_heap_malloc_class). Owner only. */
-TS_INLINE void *ts_queue_pop(ts_heap_t *heap, unsigned cls) {
-    ts_page_t *page = heap->queue[cls].first;
-    ts_block_t *block;
-    if (!page || (block = page->free) == NULL) return NULL;
-    page->free = block->next;
-    *ts_mark_word(block) = 0;
-    if (!page->is_head) page->used++;
-    heap->alloc_class[cls]++;
-    return block;
-}
-TS_HIDDEN void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
-TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
-TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);
-TS_HIDDEN void _ts_page_detach(ts_heap_t *heap, ts_page_t *page);
-TS_HIDDEN void _ts_page_settle_notify(ts_page_t *page);
-TS_HIDDEN uint32_t _ts_page_live(const ts_page_t *page);
-TS_HIDDEN void _ts_queue_push_back(ts_heap_t *heap, ts_page_t *page);
-TS_HIDDEN void _ts_page_uncache(ts_heap_t *heap);
-TS_HIDDEN TS_NOINLINE void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
-/* The lingering big page emptied again, still first in its queue and within
- * the bound of _ts_page_empty_at_free: it stays as it is (one big block
- * malloc'ed and freed in a loop), with no call. */
-TS_INLINE bool ts_page_lingers_again(const ts_heap_t *heap, const ts_page_t *page) {
-    return page == heap->big_linger && heap->queue[page->cls].first == page &&
-           (!heap->empty_big[0] || page->touched <= TS_EMPTY_BIG_EXTRA_BYTES);
-}
-
-/* free.c */
-TS_HIDDEN TS_NOINLINE void _ts_free_slow(void *p);
-TS_HIDDEN TS_NOINLINE void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
-TS_HIDDEN void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b);
-/* A page's batch slots (page.c sets them when the page takes a class):
- * page->rslot by its class and owner heap, so that a producer's current page
- * of each class gets a slot of its own whichever segments they are in, and
- * heaps differ by an offset; page->rslot_alt by its index in the segment, so
- * that pages of one class get distinct ones, and segments differ by an
- * offset. */
-TS_INLINE unsigned ts_rbatch_slot_for(const ts_segment_t *seg, unsigned index) {
-    uintptr_t a = (uintptr_t)seg >> TS_SEGMENT_SHIFT;
-    return (unsigned)(index + a + (a >> 4)) & (TS_RBATCH_SLOTS - 1);
-}
-TS_HIDDEN void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail,
-                                    uint32_t count);
-TS_HIDDEN void _ts_process_delayed(ts_heap_t *heap);
-/* Classify a pointer: 0 not ours, 1 large block, 2 class block (page set). */
-enum { TS_PTR_FOREIGN = 0, TS_PTR_LARGE, TS_PTR_BLOCK };
-TS_HIDDEN int _ts_locate(const void *p, ts_page_t **page);
-TS_HIDDEN size_t _ts_usable_checked(const void *p, const char *func);
-/* The usable size of block p of `page`, after the checks free makes: not a
- * block the page handed out aborts as an invalid pointer, a free one (its
- * mark, or its page rescued) as a double free, naming `func`. */
-TS_HIDDEN size_t _ts_block_usable(const ts_page_t *page, const void *p, const char *func);
-
-/* alloc.c */
-TS_HIDDEN TS_NOINLINE void *_ts_malloc_generic(size_t size, ts_heap_t *heap);
-TS_HIDDEN void *_ts_alloc_aligned(size_t size, size_t align, bool zero);
-TS_HIDDEN void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero);
-
-/* segment.c */
-TS_HIDDEN ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_adopt,
-                                            bool *adopted);
-TS_HIDDEN void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page);
-TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
-TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
-TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
-TS_HIDDEN uint64_t _ts_abandoned_reclaim(uint64_t now, bool force);
-/* A page of the full list whose blocks are all free: purge its memory (the
- * page stays in use); false when the OS refused. segment.c */
-TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
-
-/* rescue.c: give back full pages of idle heaps whose blocks other threads
- * freed; returns when the next look is due. */
-TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
-TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, pool lock held */
-
-/* sweep.c: purge the insides of big free blocks that other threads gave back
- * to pages of idle heaps: blocks of 8 KiB and more (the largest small class,
- * half of each of its blocks; medium and big pages). */
-#define TS_SWEEP_MIN_BLOCK ((uint32_t)8192)
-enum { TS_SWEEP_NOTHING = 0, TS_SWEEP_PENDING = 1, TS_SWEEP_REFUSED = 2 };
-#define TS_SWEEP_MAX_IDLE 1024 /* idle heaps one pass looks at (more: the next passes) */
-typedef struct ts_sweep_set {  /* the heaps a pass found idle, and their slow_count */
-    const ts_heap_t *heap[TS_SWEEP_MAX_IDLE]; /* sorted by address */
-    uint32_t stamp[TS_SWEEP_MAX_IDLE];
-    unsigned n;
-} ts_sweep_set_t;
-typedef struct ts_sweep_held { /* a thread_free list a pass holds */
-    ts_page_t *page;
-    ts_block_t *head, *tail;
-    uint32_t count, stamp;
-    uint32_t refused; /* blocks whose purge the OS refused (left untagged) */
-} ts_sweep_held_t;
-TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
-TS_HIDDEN void _ts_sweep_request(void);
-TS_HIDDEN void _ts_sweep_rescue_on(void);         /* TSALLOC_RESCUE set to 1 at run time */
-TS_HIDDEN uint64_t _ts_sweep_next(void);          /* for tests: the next pass (UINT64_MAX: none) */
-TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* sweep.c: one pass, if due */
-/* heap.c: pool lock; the idle heaps from the window-th TS_SWEEP_MAX_IDLE on,
- * returns how many are idle in all. */
-TS_HIDDEN unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now);
-TS_HIDDEN unsigned _ts_segments_sweep(const ts_sweep_set_t *set); /* segment.c: registry walk */
-TS_HIDDEN unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h);
-TS_HIDDEN void _ts_sweep_purge(ts_sweep_held_t *h);
-TS_HIDDEN void _ts_sweep_give_back(ts_sweep_held_t *h);
-TS_HIDDEN void _ts_sweep_atfork_prepare(void);
-TS_HIDDEN void _ts_sweep_atfork_parent(void);
-TS_HIDDEN void _ts_sweep_atfork_child(void);
-TS_HIDDEN void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count,
-                                uint32_t stamp);           /* rescue.c */
-TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page); /* segment.c */
-TS_HIDDEN void _ts_abandoned_note_free(void);
-TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
-TS_HIDDEN size_t _ts_segment_cache_trim(void);
-TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap);
-TS_HIDDEN void _ts_segments_count(size_t *total, size_t *owned);
-TS_HIDDEN size_t _ts_segments_reserved(void); /* reserved, not yet handed out (tests) */
-TS_HIDDEN void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]);
-TS_HIDDEN void _ts_segments_atfork_prepare(void);
-TS_HIDDEN void _ts_segments_atfork_parent(void);
-TS_HIDDEN void _ts_segments_atfork_child(void);
-
-/* large.c */
-TS_HIDDEN void *_ts_large_alloc(size_t size, size_t align, bool zero);
-TS_HIDDEN void _ts_large_free(void *p, const char *func);
-TS_HIDDEN size_t _ts_large_usable(const void *p, const char *func);
-TS_HIDDEN void *_ts_large_realloc(void *p, size_t size);
-TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
-TS_HIDDEN void _ts_large_atfork_prepare(void);
-TS_HIDDEN void _ts_large_atfork_parent(void);
-TS_HIDDEN void _ts_large_atfork_child(void);
-
-/* purge.c */
-/* Below this much committed memory a single-threaded process gets no helper
- * thread (purge.c). */
-#define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
-TS_HIDDEN void _ts_purge_schedule(void);
-TS_HIDDEN void _ts_purge_schedule_look(void);
-TS_HIDDEN void _ts_purge_schedule_later(void);
-TS_HIDDEN bool _ts_purge_helper_idle(void); /* for tests */
-/* A thread with a heap ended: the helper looks whether main has exited (and
- * then ends, so that it does not keep the process alive). */
-TS_HIDDEN void _ts_purge_thread_ended(void);
-TS_HIDDEN void _ts_purge_delay_changed(void);
-TS_HIDDEN bool _ts_purge_is_helper(void); /* the calling thread is the purge thread */
-TS_HIDDEN void _ts_purge_safe_point(void);
-TS_HIDDEN extern _Atomic int _ts_purge_wanted; /* the helper thread should be started */
-TS_INLINE void ts_purge_safe_point(void) {
-    if (ts_unlikely(atomic_load_explicit(&_ts_purge_wanted, memory_order_relaxed)))
-        _ts_purge_safe_point();
-}
-TS_HIDDEN uint64_t _ts_purge_run(uint64_t now, bool force);
-TS_HIDDEN void _ts_purge_atfork_prepare(void);
-TS_HIDDEN void _ts_purge_atfork_parent(void);
-TS_HIDDEN void _ts_purge_atfork_child(void);
-TS_HIDDEN bool _ts_purge_thread_running(void);
-
-/* stats.c: process-wide counters, updated on slow paths only. */
+/* Process-wide counters, updated on slow paths only. */
 typedef struct ts_gstats {
     _Atomic size_t committed; /* bytes mapped and not purged since (upper bound of RSS) */
     _Atomic size_t peak;      /* highest committed seen */
@@ -694,5 +143,236 @@ TS_HIDDEN bool _ts_stat_commit_locked(size_t bytes);
 TS_HIDDEN void _ts_stat_decommit(size_t bytes);
 TS_HIDDEN void _ts_stats_fold_heap(const ts_heap_t *heap);
 TS_HIDDEN void _ts_stats_print_exit(void);
+
+/* ---- init.c -------------------------------------------------------------- */
+
+TS_HIDDEN void _ts_process_init(void);
+TS_HIDDEN bool _ts_process_ready(void);
+TS_HIDDEN ts_heap_t *_ts_thread_init(void);
+/* A fresh mark key for a page set up for a class. */
+TS_HIDDEN uint64_t _ts_new_mark_key(void);
+
+/* ---- heap.c -------------------------------------------------------------- */
+
+/* The calling thread's heap: one pointer of initial-exec TLS. Starts as the
+ * static empty heap (every direct slot points at an empty page), so the first
+ * malloc falls into the slow path without a NULL check. */
+TS_HIDDEN extern __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec")));
+TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads that have not allocated yet */
+TS_HIDDEN extern ts_heap_t _ts_heap_dead;  /* threads past their heap's destructor */
+TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread);
+TS_HIDDEN void _ts_heap_thread_exit(ts_heap_t *heap);
+TS_HIDDEN void _ts_heaps_reap(void);
+TS_HIDDEN void _ts_heap_abandon(ts_heap_t *heap);
+TS_HIDDEN void _ts_heap_slow_tick(ts_heap_t *heap);
+TS_HIDDEN void _ts_heap_collect(ts_heap_t *heap, bool force);
+TS_HIDDEN void *_ts_orphan_alloc(size_t size, size_t align, bool zero);
+TS_HIDDEN void _ts_heaps_atfork_prepare(void);
+TS_HIDDEN void _ts_heaps_atfork_parent(void);
+TS_HIDDEN void _ts_heaps_atfork_child(void);
+/* Heaps whose threads exist in this process (heaps_live without a fork
+ * child's inherited ones). */
+TS_HIDDEN size_t _ts_heaps_running(void);
+/* False once the main thread's heap is gone (main called pthread_exit), or
+ * when main never had one. */
+TS_HIDDEN bool _ts_main_heap_live(void);
+/* fn(heap, arg) for each live heap, then fn(NULL, arg), all under the pool
+ * lock: an exiting heap folds its counts into _ts_stats under that lock, so
+ * the NULL call reads totals that count each heap once. */
+typedef void (*ts_heap_visit_fn)(const ts_heap_t *heap, void *arg);
+TS_HIDDEN void _ts_heaps_visit(ts_heap_visit_fn fn, void *arg);
+/* Give back full pages of idle heaps whose blocks other threads freed
+ * (rescue.c, one heap at a time); returns when the next look is due. */
+TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
+/* Pool lock held: the idle heaps from the window-th TS_SWEEP_MAX_IDLE on,
+ * returns how many are idle in all. */
+TS_HIDDEN unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now);
+
+/* ---- page.c -------------------------------------------------------------- */
+
+TS_HIDDEN extern ts_page_t _ts_page_empty;
+TS_HIDDEN void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls);
+/* A block from the first page of a class's queue, or NULL when that page has
+ * none on its list (the caller then takes _ts_heap_malloc_class). Owner only. */
+TS_INLINE void *ts_queue_pop(ts_heap_t *heap, unsigned cls) {
+    ts_page_t *page = heap->queue[cls].first;
+    ts_block_t *block;
+    if (!page || (block = page->free) == NULL) return NULL;
+    page->free = block->next;
+    *ts_mark_word(block) = 0;
+    if (!page->is_head) page->used++;
+    heap->alloc_class[cls]++;
+    return block;
+}
+TS_HIDDEN void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
+TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_detach(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_settle_notify(ts_page_t *page);
+TS_HIDDEN uint32_t _ts_page_live(const ts_page_t *page);
+TS_HIDDEN void _ts_queue_push_back(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_page_uncache(ts_heap_t *heap);
+TS_HIDDEN TS_NOINLINE void _ts_page_empty_at_free(ts_heap_t *heap, ts_page_t *page);
+/* The lingering big page emptied again, still first in its queue and within
+ * the bound of _ts_page_empty_at_free: it stays as it is (one big block
+ * malloc'ed and freed in a loop), with no call. */
+TS_INLINE bool ts_page_lingers_again(const ts_heap_t *heap, const ts_page_t *page) {
+    return page == heap->big_linger && heap->queue[page->cls].first == page &&
+           (!heap->empty_big[0] || page->touched <= TS_EMPTY_BIG_EXTRA_BYTES);
+}
+/* Idle-page collection (heap.c calls it about every purge delay). */
+TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
+
+/* ---- alloc.c ------------------------------------------------------------- */
+
+TS_HIDDEN TS_NOINLINE void *_ts_malloc_generic(size_t size, ts_heap_t *heap);
+TS_HIDDEN void *_ts_alloc_aligned(size_t size, size_t align, bool zero);
+TS_HIDDEN void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero);
+
+/* ---- free.c -------------------------------------------------------------- */
+
+TS_HIDDEN TS_NOINLINE void _ts_free_slow(void *p);
+TS_HIDDEN TS_NOINLINE void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
+TS_HIDDEN void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b);
+/* A page's batch slots (page.c sets them when the page takes a class):
+ * page->rslot by its class and owner heap, so that a producer's current page
+ * of each class gets a slot of its own whichever segments they are in, and
+ * heaps differ by an offset; page->rslot_alt by its index in the segment, so
+ * that pages of one class get distinct ones, and segments differ by an
+ * offset. */
+TS_INLINE unsigned ts_rbatch_slot_for(const ts_segment_t *seg, unsigned index) {
+    uintptr_t a = (uintptr_t)seg >> TS_SEGMENT_SHIFT;
+    return (unsigned)(index + a + (a >> 4)) & (TS_RBATCH_SLOTS - 1);
+}
+TS_HIDDEN void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail,
+                                    uint32_t count);
+TS_HIDDEN void _ts_process_delayed(ts_heap_t *heap);
+/* Classify a pointer: 0 not ours, 1 large block, 2 class block (page set). */
+enum { TS_PTR_FOREIGN = 0, TS_PTR_LARGE, TS_PTR_BLOCK };
+TS_HIDDEN int _ts_locate(const void *p, ts_page_t **page);
+TS_HIDDEN size_t _ts_usable_checked(const void *p, const char *func);
+/* The usable size of block p of `page`, after the checks free makes: not a
+ * block the page handed out aborts as an invalid pointer, a free one (its
+ * mark, or its page rescued) as a double free, naming `func`. */
+TS_HIDDEN size_t _ts_block_usable(const ts_page_t *page, const void *p, const char *func);
+TS_HIDDEN void _ts_heap_flush_remote(ts_heap_t *heap);
+
+/* ---- registry.c ---------------------------------------------------------- */
+
+TS_HIDDEN extern _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
+TS_HIDDEN ts_segment_t *_ts_segment_map_new(bool huge_first_half);
+TS_HIDDEN void _ts_segment_unmap(ts_segment_t *seg);
+TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
+TS_HIDDEN unsigned _ts_segments_sweep(const ts_sweep_set_t *set); /* the sweep's walk */
+TS_HIDDEN void _ts_segments_count(size_t *total, size_t *owned);
+TS_HIDDEN size_t _ts_segments_reserved(void); /* reserved, not yet handed out (tests) */
+TS_HIDDEN void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]);
+TS_HIDDEN void _ts_registry_atfork_prepare(void);
+TS_HIDDEN void _ts_registry_atfork_parent(void);
+TS_HIDDEN void _ts_registry_atfork_child(void);
+
+/* ---- segment.c ----------------------------------------------------------- */
+
+TS_HIDDEN ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_adopt,
+                                            bool *adopted);
+TS_HIDDEN void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page);
+TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
+TS_HIDDEN void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg);
+TS_HIDDEN void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg);
+TS_HIDDEN size_t _ts_segment_cache_trim(void);
+TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap);
+TS_HIDDEN void _ts_segments_atfork_prepare(void);
+TS_HIDDEN void _ts_segments_atfork_parent(void);
+TS_HIDDEN void _ts_segments_atfork_child(void);
+
+/* ---- segpurge.c ---------------------------------------------------------- */
+
+/* Segments are asked for transparent huge pages by 2 MiB halves. */
+#define TS_HALF_SIZE (TS_SEGMENT_SIZE / 2)
+TS_HIDDEN bool _ts_huge_wanted(ts_heap_t *heap, enum ts_kind kind);
+TS_HIDDEN bool _ts_huge_half_taken(ts_segment_t *seg, unsigned half);
+TS_HIDDEN bool _ts_second_half_fresh(const ts_segment_t *seg, unsigned i);
+TS_HIDDEN uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now);
+TS_HIDDEN uint64_t _ts_segment_purge_expired(ts_segment_t *seg, uint64_t now, bool force);
+/* A page of the full list whose blocks are all free: purge its memory (the
+ * page stays in use); false when the OS refused. */
+TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
+TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page); /* before the sweep purges in it */
+/* The free pages in `bits` are resident: their purge is due at `at` (the
+ * earliest of theirs). Segment lock held. */
+TS_INLINE void ts_segment_dirty_due(ts_segment_t *seg, uint64_t bits, uint64_t at) {
+    atomic_fetch_or(&seg->dirty_mask, bits);
+    if (bits && at < atomic_load_explicit(&seg->purge_at_min, memory_order_relaxed))
+        atomic_store_explicit(&seg->purge_at_min, at, memory_order_relaxed);
+}
+
+/* ---- abandon.c ----------------------------------------------------------- */
+
+TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
+TS_HIDDEN uint64_t _ts_abandoned_reclaim(uint64_t now, bool force);
+TS_HIDDEN ts_segment_t *_ts_abandoned_pop(void);
+TS_HIDDEN void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg);
+TS_HIDDEN void _ts_abandoned_note_free(void);
+TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
+TS_HIDDEN void _ts_abandoned_atfork_prepare(void);
+TS_HIDDEN void _ts_abandoned_atfork_parent(void);
+TS_HIDDEN void _ts_abandoned_atfork_child(void);
+
+/* ---- large.c ------------------------------------------------------------- */
+
+TS_HIDDEN void *_ts_large_alloc(size_t size, size_t align, bool zero);
+TS_HIDDEN void _ts_large_free(void *p, const char *func);
+TS_HIDDEN size_t _ts_large_usable(const void *p, const char *func);
+TS_HIDDEN void *_ts_large_realloc(void *p, size_t size);
+TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
+TS_HIDDEN void _ts_large_atfork_prepare(void);
+TS_HIDDEN void _ts_large_atfork_parent(void);
+TS_HIDDEN void _ts_large_atfork_child(void);
+
+/* ---- purge.c ------------------------------------------------------------- */
+
+/* Below this much committed memory a single-threaded process gets no helper
+ * thread (purge.c). */
+#define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
+TS_HIDDEN void _ts_purge_schedule(void);
+TS_HIDDEN void _ts_purge_schedule_look(void);
+TS_HIDDEN void _ts_purge_schedule_later(void);
+TS_HIDDEN bool _ts_purge_helper_idle(void); /* for tests */
+/* A thread with a heap ended: the helper looks whether main has exited (and
+ * then ends, so that it does not keep the process alive). */
+TS_HIDDEN void _ts_purge_thread_ended(void);
+TS_HIDDEN void _ts_purge_delay_changed(void);
+TS_HIDDEN bool _ts_purge_is_helper(void); /* the calling thread is the purge thread */
+TS_HIDDEN void _ts_purge_safe_point(void);
+TS_HIDDEN extern _Atomic int _ts_purge_wanted; /* the helper thread should be started */
+TS_INLINE void ts_purge_safe_point(void) {
+    if (ts_unlikely(atomic_load_explicit(&_ts_purge_wanted, memory_order_relaxed)))
+        _ts_purge_safe_point();
+}
+TS_HIDDEN uint64_t _ts_purge_run(uint64_t now, bool force);
+TS_HIDDEN void _ts_purge_atfork_prepare(void);
+TS_HIDDEN void _ts_purge_atfork_parent(void);
+TS_HIDDEN void _ts_purge_atfork_child(void);
+TS_HIDDEN bool _ts_purge_thread_running(void);
+
+/* ---- rescue.c ------------------------------------------------------------ */
+
+TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, pool lock held */
+
+/* ---- sweep.c ------------------------------------------------------------- */
+
+TS_HIDDEN extern _Atomic int _ts_sweep_wanted;
+TS_HIDDEN void _ts_sweep_request(void);
+TS_HIDDEN void _ts_sweep_rescue_on(void);         /* TSALLOC_RESCUE set to 1 at run time */
+TS_HIDDEN uint64_t _ts_sweep_next(void);          /* for tests: the next pass (UINT64_MAX: none) */
+TS_HIDDEN uint64_t _ts_heaps_sweep(uint64_t now); /* one pass, if due */
+TS_HIDDEN unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h);
+TS_HIDDEN void _ts_sweep_purge(ts_sweep_held_t *h);
+TS_HIDDEN void _ts_sweep_give_back(ts_sweep_held_t *h);
+TS_HIDDEN void _ts_sweep_atfork_prepare(void);
+TS_HIDDEN void _ts_sweep_atfork_parent(void);
+TS_HIDDEN void _ts_sweep_atfork_child(void);
+TS_HIDDEN void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count,
+                                uint32_t stamp); /* rescue.c's hand-overs */
 
 #endif

@@ -454,7 +454,7 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
         p = (uintptr_t)q;
         origin = new_origin();
         _ts_stat_commit(need);
-        _ts_purge_schedule(); /* see segment_map_new */
+        _ts_purge_schedule(); /* see _ts_segment_map_new */
     }
     mark_large(p, need);
     stripe_t *s = stripe_of(p);

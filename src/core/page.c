@@ -67,6 +67,7 @@ static void set_direct(ts_heap_t *heap, unsigned cls, ts_page_t *page) {
 
 /* Make the first page of a queue the head of its class. */
 static void head_install(ts_heap_t *heap, ts_page_t *page) {
+    ts_assert(heap->queue[page->cls].first == page && !page->is_head && !page->in_full);
     set_direct(heap, page->cls, page);
     if (!ts_class_is_list(page->cls)) return;
     page->is_head = 1;
@@ -81,6 +82,7 @@ static void head_release(ts_heap_t *heap, ts_page_t *page) {
     if (!page->is_head) return;
     page->is_head = 0;
     page->used = page->capacity - chain_length(page);
+    ts_assert(page->used <= page->capacity);
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
 }
 
@@ -100,6 +102,8 @@ static void queue_fix_head(ts_heap_t *heap, unsigned cls) {
 }
 
 static void list_unlink(ts_page_queue_t *q, ts_page_t *page) {
+    ts_assert(page->prev ? page->prev->next == page : q->first == page);
+    ts_assert(page->next ? page->next->prev == page : q->last == page);
     if (page->prev)
         page->prev->next = page->next;
     else
@@ -112,6 +116,7 @@ static void list_unlink(ts_page_queue_t *q, ts_page_t *page) {
 }
 
 static void list_push_back(ts_page_queue_t *q, ts_page_t *page) {
+    ts_assert(q->first != page && q->last != page);
     page->next = NULL;
     page->prev = q->last;
     if (q->last)
@@ -173,6 +178,8 @@ static uint32_t page_colour(const ts_page_t *page, uint32_t size) {
 }
 
 static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
+    ts_assert(cls < TS_CLASS_COUNT && ts_page_state(page) == TS_PAGE_IN_USE);
+    ts_assert(_ts_classes[cls].kind == ts_segment_of(page)->kind);
     const ts_class_info_t *ci = &_ts_classes[cls];
     uint32_t colour = page_colour(page, ci->size);
     page->start = page->base + colour;
@@ -181,6 +188,7 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     page->tz = ci->tz;
     page->mark_key = _ts_new_mark_key();
     page->reserved = (page->area - colour) / ci->size;
+    ts_assert(page->reserved > 0);
     if (ci->kind == TS_KIND_SMALL && ci->size >= TS_SWEEP_MIN_BLOCK) /* the sweep looks here */
         atomic_store_explicit(&ts_segment_of(page)->sweepable, 1, memory_order_relaxed);
     uint32_t per_batch = TS_RBATCH_MAX_BYTES / ci->size;
@@ -225,6 +233,7 @@ static bool page_extend(ts_page_t *page) {
     page->capacity += n;
     uint32_t end = (uint32_t)(page->start - page->base) + page->capacity * bs;
     if (end > page->touched) page->touched = end;
+    ts_assert(page->capacity <= page->reserved && page->touched <= page->area);
     atomic_store_explicit(&page->carved, page->capacity, memory_order_release);
     return true;
 }
@@ -242,6 +251,7 @@ static bool page_take_remote(ts_page_t *page) {
     ts_block_t *list = ts_tf_ptr(w);
     if (list) atomic_store_explicit(&page->swept_tf, 0, memory_order_relaxed); /* see swept_tf */
     page->free = list;
+    ts_assert(page->is_head || ts_tf_count(w) <= page->used);
     if (!page->is_head) page->used -= ts_tf_count(w);
     /* Touch the first blocks now: these lines were written by the freeing
      * thread, and one tight walk over them (which the hardware prefetcher
@@ -291,6 +301,7 @@ static bool page_to_full(ts_heap_t *heap, ts_page_t *page) {
                                                   memory_order_acq_rel, memory_order_relaxed))
             break;
     }
+    ts_assert(!page->in_full && heap->queue[page->cls].first == page);
     queue_remove(heap, page);
     list_push_back(&heap->full, page);
     page->in_full = 1;
@@ -333,6 +344,7 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
         }
         wait_briefly(&spins);
     }
+    ts_assert(page->in_full);
     list_unlink(&heap->full, page);
     page->in_full = 0;
     /* Back to NORMAL so remote frees go to the page again; a NOTIFYING
@@ -350,6 +362,8 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
 /* A page no heap list holds any more goes back to its segment, once a remote
  * freer's notification hand-over (if any) is finished. */
 static void page_release(ts_heap_t *heap, ts_page_t *page) {
+    ts_assert(!page->is_head && !page->in_full && !page->next && !page->prev);
+    ts_assert(heap->big_linger != page && ts_page_state(page) == TS_PAGE_IN_USE);
     _ts_page_settle_notify(page);
     page->free = NULL;
     page->used = 0;
@@ -549,7 +563,6 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
  * lingering big page of classes this heap did not allocate from since the
  * last collection (all of them when `force`); kept big pages in the slots go
  * at the second collection that finds them there. */
-TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
 void _ts_pages_collect(ts_heap_t *heap, bool force) {
     /* Full pages the purge thread rescued while this heap was idle. */
     if (atomic_load_explicit(&heap->rescued, memory_order_relaxed) &&

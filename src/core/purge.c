@@ -115,7 +115,7 @@ void _ts_purge_schedule_look(void) {
 }
 
 /* Work due a look period from now, whatever the rescue's switch: a purge the
- * OS refused, tried again then (segment.c). As one due at once, each refused
+ * OS refused, tried again then (segpurge.c). As one due at once, each refused
  * purge woke the helper for a pass with a purge delay of 0 (up to 17,838
  * passes in a second of frees). */
 void _ts_purge_schedule_later(void) {

@@ -52,6 +52,7 @@ typedef struct run {
  * claimed by the caller. */
 static bool rescue_claimed(const run_t *r) {
     ts_page_t *page = r->page;
+    ts_assert((ts_page_owner(page) & TS_OWNER_FLAGS) == TS_OWNER_CLAIMED);
     if (page->free || page->is_head || !page->in_full) return false; /* not a full page */
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
     if (ts_tf_state(w) != TS_TF_NORMAL || (w & TS_TF_DETACHED)) return false;

@@ -31,7 +31,7 @@
  *   paths that take thread_free cope with finding it empty (page.c:
  *   page_refill, page_to_full) or take it by CAS on the word whose count
  *   they compared (ts_page_take_all_back: _ts_pages_collect,
- *   _ts_page_detach, heap_adopt).
+ *   _ts_page_detach, _ts_heap_adopt).
  * - Lists are taken only from pages whose owner was in the pass's idle set
  *   (ACTIVE, no slow path since the last look), with thread_free NORMAL and
  *   not DETACHED, under the registry lock; they are purged without it, and

@@ -1,4 +1,4 @@
-/* Transparent huge pages (src/core/segment.c): a heap past 2 MiB resident asks
+/* Transparent huge pages (src/core/segpurge.c): a heap past 2 MiB resident asks
  * for huge pages in the 2 MiB halves of segments it enters untouched; light
  * heaps never do. Checks:
  *   - a growing heap asks (huge_halves), and where the kernel offers THP the

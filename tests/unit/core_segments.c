@@ -1,4 +1,4 @@
-/* Segment reservations (src/core/segment.c): segments come out of one
+/* Segment reservations (src/core/registry.c): segments come out of one
  * aligned mapping of several at a time. Checks that more segments than one
  * reservation holds are each 4 MiB aligned, distinct and usable, and that a
  * refused reservation falls back to mapping a single segment.

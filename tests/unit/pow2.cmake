@@ -9,7 +9,13 @@ set(_pow2_eager_cases split realloc dump misuse trim)
 foreach(v pow2 pow2-partitioned)
   string(REPLACE "-" "_" _id ${v})
   foreach(exe unit threads)
-    add_executable(${_id}_${exe} ${CMAKE_CURRENT_LIST_DIR}/pow2_${exe}.c)
+    set(_srcs ${CMAKE_CURRENT_LIST_DIR}/pow2_${exe}.c)
+    if(exe STREQUAL "unit") # the cases by theme: pow2_unit_*.c
+      list(APPEND _srcs ${CMAKE_CURRENT_LIST_DIR}/pow2_unit_blocks.c
+                        ${CMAKE_CURRENT_LIST_DIR}/pow2_unit_dump.c
+                        ${CMAKE_CURRENT_LIST_DIR}/pow2_unit_lazy.c)
+    endif()
+    add_executable(${_id}_${exe} ${_srcs})
     target_include_directories(${_id}_${exe} PRIVATE ${TS_TEST_SUPPORT}
       ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
     target_link_libraries(${_id}_${exe} PRIVATE tsalloc-${v}-static Threads::Threads)

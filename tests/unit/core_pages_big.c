@@ -1,0 +1,270 @@
+/* The fast allocator's kept empty big pages (through its internals): the
+ * slots, the big page that lingers first in its queue, and adoption of a
+ * segment holding them. Each check runs in a fresh thread, so it starts from
+ * an empty heap.
+ */
+#include "core_pages.h"
+
+/* The kept big pages (the slots and the lingering page): which one goes when
+ * all are taken, which ones the periodic collection retires (in the slots:
+ * those kept since the collection before; the lingering one: when its class
+ * was idle since then), that malloc_trim takes them all, and that out of
+ * memory a kept page is re-made before malloc gives up. */
+TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
+#define BIG_KEPT_MAX (TS_EMPTY_BIG_KEEP + 1)
+static ts_page_t *keep_big(size_t size) { /* one block of `size`, freed: its page kept */
+    void *p = malloc(size);
+    CHECK(p != NULL);
+    ts_page_t *page = page_of(p);
+    free(p);
+    CHECK_MSG(big_kept(page) && _ts_tls_heap->big_linger == page,
+              "the page of a %zu-byte block was not kept", size);
+    return page;
+}
+static void *big_slots(void *arg) {
+    (void)arg;
+    ts_heap_t *heap = trimmed_heap();
+    CHECK(heap->empty_big[0] == NULL && heap->big_linger == NULL);
+    ts_page_t *pg[BIG_KEPT_MAX + 1];
+    void *live = malloc(70000 + BIG_KEPT_MAX * 90000); /* its page empties last */
+    CHECK(live != NULL);
+    pg[BIG_KEPT_MAX] = page_of(live);
+    for (unsigned k = 0; k < BIG_KEPT_MAX; k++) pg[k] = keep_big(70000 + (size_t)k * 90000);
+    CHECK(heap->empty_big[0] == pg[0]); /* the lingering page before went to a slot */
+    free(live);                         /* kept too: all were taken, so the oldest goes */
+    CHECK_MSG(!big_kept(pg[0]), "with every place taken the oldest page stayed kept");
+    for (unsigned k = 1; k <= BIG_KEPT_MAX; k++) CHECK(big_kept(pg[k]));
+    CHECK(heap->big_linger == pg[BIG_KEPT_MAX]);
+    /* Collection: a page in a slot since the last collection goes; one that
+     * was taken and kept again since stays. The lingering page stays while
+     * its class is in use. */
+    _ts_pages_collect(heap, false);
+    CHECK(big_kept(pg[1]) && big_kept(pg[2]));
+    CHECK_MSG(big_kept(pg[BIG_KEPT_MAX]), "the lingering page of a class in use was retired");
+    ts_page_t *again = keep_big(70000 + 90000); /* pg[1]'s class: taken, kept again */
+    CHECK(again == pg[1]);
+    _ts_pages_collect(heap, false);
+    CHECK_MSG(big_kept(pg[1]), "a page kept again after the last collection was retired");
+    for (unsigned k = 2; k < BIG_KEPT_MAX; k++)
+        CHECK_MSG(!big_kept(pg[k]), "a page idle since the last collection stayed kept");
+    CHECK(big_kept(pg[BIG_KEPT_MAX])); /* in a slot since pg[1] lingers, not seen yet */
+    _ts_pages_collect(heap, false);    /* pg[1]'s class idle since the last one */
+    CHECK_MSG(!big_kept(pg[1]) && heap->big_linger == NULL,
+              "the lingering page of an idle class stayed");
+    keep_big(70000); /* kept since no collection */
+    malloc_trim(0);
+    CHECK_MSG(heap->empty_big[0] == NULL && heap->big_linger == NULL,
+              "malloc_trim left a kept page");
+    /* A page touched in full, kept alone, then re-made for another class
+     * with one block carved: its memory is still resident, so beside other
+     * kept pages it is not kept again. */
+    void *fill[64];
+    int nfill = 0;
+    fill[nfill++] = malloc(400000);
+    ts_page_t *whole = page_of(fill[0]);
+    while (nfill < 64 && (uint32_t)nfill < whole->reserved) CHECK((fill[nfill++] = malloc(400000)));
+    CHECK(page_of(fill[nfill - 1]) == whole && whole->capacity == whole->reserved);
+    for (int i = 0; i < nfill; i++) free(fill[i]);
+    CHECK(heap->big_linger == whole && big_kept(whole));
+    /* Classes other than whole's (400000's) and 500000's, one per place left. */
+    static const size_t others[] = {160000, 250000, 340000, 70000};
+    _Static_assert(sizeof others / sizeof others[0] == BIG_KEPT_MAX - 1, "one per place");
+    for (unsigned k = 0; k < BIG_KEPT_MAX - 1; k++) keep_big(others[k]);
+    CHECK(heap->empty_big[0] == whole && heap->empty_big[TS_EMPTY_BIG_KEEP - 1] != NULL);
+    void *other = malloc(500000); /* a class with no kept page: the oldest, `whole`, is re-made */
+    CHECK(page_of(other) == whole && whole->capacity == 1);
+    free(other);
+    CHECK_MSG(!big_kept(whole), "a re-made page touched in full was kept beside others");
+    malloc_trim(0);
+    /* Out of memory: no new segment, but kept pages are re-made. */
+    keep_big(70000);
+    keep_big(200000);
+    static void *held[4096];
+    int n = 0;
+    _ts_os_test_fail(TS_OS_FAIL_MMAP, 0, -1);
+    while (n < 4096 && (held[n] = malloc(400000)) != NULL) n++;
+    _ts_os_test_fail(0, 0, 0);
+    CHECK(n < 4096);
+    CHECK_MSG(heap->empty_big[0] == NULL && heap->big_linger == NULL,
+              "malloc failed while empty big pages were kept");
+    for (int i = 0; i < n; i++) free(held[i]);
+    malloc_trim(0);
+    /* Out of memory for a medium page: the kept big pages' segments are
+     * given up for it before malloc fails. */
+    keep_big(70000);
+    keep_big(200000);
+    n = 0;
+    _ts_os_test_fail(TS_OS_FAIL_MMAP, 0, -1);
+    while (n < 4096 && (held[n] = malloc(60000)) != NULL) n++;
+    _ts_os_test_fail(0, 0, 0);
+    CHECK(n < 4096);
+    CHECK_MSG(heap->empty_big[0] == NULL && heap->big_linger == NULL,
+              "a medium malloc failed while big pages were kept");
+    for (int i = 0; i < n; i++) free(held[i]);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* ---- the lingering big page: cases the tests above leave open ---- */
+
+/* Carve a whole big page of `size` blocks, free them all: it lingers. */
+static ts_page_t *linger_full(size_t size) {
+    void *b[16];
+    int n = 0;
+    b[n++] = malloc(size);
+    ts_page_t *pg = page_of(b[0]);
+    while ((uint32_t)n < pg->reserved && n < 16) b[n++] = malloc(size);
+    CHECK((uint32_t)n == pg->reserved);
+    CHECK(pg->touched > TS_EMPTY_BIG_EXTRA_BYTES);
+    for (int i = 0; i < n; i++) free(b[i]);
+    return pg;
+}
+
+/* A page carved in full must not be kept beside the lingering page
+ * (no slot taken): two whole pages resident in an idle thread. */
+static void *two_whole(void *arg) {
+    (void)arg;
+    ts_heap_t *heap = trimmed_heap();
+    ts_page_t *a = linger_full(400000);
+    CHECK(heap->big_linger == a && heap->empty_big[0] == NULL);
+    ts_page_t *b = linger_full(300000);
+    int whole = 0;
+    if (heap->big_linger && heap->big_linger->used == 0 &&
+        heap->big_linger->touched > TS_EMPTY_BIG_EXTRA_BYTES)
+        whole++;
+    for (int i = 0; i < TS_EMPTY_BIG_KEEP; i++)
+        if (heap->empty_big[i] && heap->empty_big[i]->touched > TS_EMPTY_BIG_EXTRA_BYTES) whole++;
+    CHECK_MSG(whole <= 1, "two pages carved in full kept (%p, %p)", (void *)a, (void *)b);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* Mallocs served by the quick pop count for their class: a collection
+ * after a loop over one big size keeps its lingering page. */
+static void *loop_counts(void *arg) {
+    (void)arg;
+    ts_heap_t *heap = trimmed_heap();
+    unsigned cls = ts_class_of(256 * 1024);
+    free(malloc(256 * 1024));
+    uint64_t before = heap->alloc_class[cls];
+    _ts_pages_collect(heap, false);
+    for (int i = 0; i < 100; i++) free(malloc(256 * 1024));
+    CHECK_MSG(heap->alloc_class[cls] == before + 100, "quick pops not counted: %llu",
+              (unsigned long long)(heap->alloc_class[cls] - before));
+    _ts_pages_collect(heap, false);
+    CHECK_MSG(heap->big_linger != NULL, "the lingering page of a class in use was retired");
+    malloc_trim(0);
+    return NULL;
+}
+
+/* A lingering page that is in use again must not go to a slot when
+ * another page lingers (its live block would then be "freed twice"). */
+static void *linger_in_use(void *arg) {
+    (void)arg;
+    ts_heap_t *heap = trimmed_heap();
+    free(malloc(100000));
+    ts_page_t *l = heap->big_linger;
+    void *p = malloc(100000); /* from the lingering page */
+    CHECK(page_of(p) == l);
+    free(malloc(300000)); /* another page lingers */
+    CHECK_MSG(!l->cached, "a page with a live block went to a slot");
+    free(p);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* Big classes on malloc's inline path: the class's head is the first page of
+ * its queue, malloc counts `used` exactly there, and the lingering page that
+ * a free empties again stays only within the bound of page_emptied: once
+ * more than TS_EMPTY_BIG_EXTRA_BYTES of it was carved, with another page
+ * kept in a slot, it is retired. */
+static void *big_inline(void *arg) {
+    (void)arg;
+    ts_heap_t *heap = trimmed_heap();
+    free(malloc(100000)); /* lingers first... */
+    ts_page_t *a = heap->big_linger;
+    free(malloc(300000)); /* ...then goes to a slot when this one lingers */
+    ts_page_t *b = heap->big_linger;
+    CHECK(a && b && a != b && heap->empty_big[0] == a);
+    unsigned cls = b->cls;
+    void *p[5];
+    for (int i = 0; i < 5; i++) {
+        p[i] = malloc(300000);
+        CHECK(page_of(p[i]) == b);
+        CHECK_EQ(b->used, (uint32_t)i + 1);
+        CHECK(heap->head[cls] == heap->queue[cls].first);
+    }
+    CHECK((size_t)b->touched > TS_EMPTY_BIG_EXTRA_BYTES);
+    for (int i = 0; i < 5; i++) free(p[i]);
+    CHECK_MSG(!big_kept(b), "a lingering page carved past the bound was kept beside a slot's");
+    CHECK(heap->head[cls] == (heap->queue[cls].first ? heap->queue[cls].first : &_ts_page_empty));
+    /* The inline path's class at each 16 KiB step, with a block ready in the
+     * class just above (where a step's size would land if the table were off
+     * by one). */
+    for (size_t n = TS_CLASS_BY_256_MAX + 16384; n < TS_CLASS_MAX_SIZE; n += 16384) {
+        void *above = malloc(n + 1), *ready = malloc(n + 1);
+        free(ready);
+        void *q = malloc(n);
+        CHECK_MSG(malloc_usable_size(q) == _ts_classes[ts_class_of(n)].size, "malloc(%zu)", n);
+        free(q);
+        free(above);
+    }
+    malloc_trim(0);
+    return NULL;
+}
+
+/* A big page that empties behind another in its queue is not kept. */
+static void *behind(void *arg) {
+    (void)arg;
+    ts_heap_t *heap = trimmed_heap();
+    void *b[16];
+    int n = 0;
+    b[n++] = malloc(500000);
+    ts_page_t *first = page_of(b[0]);
+    while (n < 16 && page_of(b[n - 1]) == first) b[n++] = malloc(500000);
+    CHECK(page_of(b[n - 1]) != first);          /* first is full: a second page took over */
+    for (int i = 0; i < n - 1; i++) free(b[i]); /* first comes back behind the second */
+    CHECK_MSG(heap->big_linger != first || first->used != 0,
+              "a page emptied behind another in its queue lingers");
+    free(b[n - 1]);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* A big request that adopts a dead thread's segment on its way (which only
+ * means "look again") leaves the kept big pages alone. */
+static void *leave_block(void *arg) {
+    *(void **)arg = malloc(100); /* live at exit: the segment is abandoned */
+    return NULL;
+}
+static void *adopt_keeps(void *arg) {
+    (void)arg;
+    trimmed_heap();
+    ts_page_t *kept = keep_big(70000);
+    size_t adopted = atomic_load(&_ts_stats.adopted);
+    void *left = NULL;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, leave_block, &left) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    void *p = malloc(200000);
+    CHECK(p != NULL && left != NULL);
+    CHECK_MSG(atomic_load(&_ts_stats.adopted) > adopted, "no segment was adopted: no test");
+    CHECK_MSG(big_kept(kept) && page_of(p) != kept, "an adoption re-made a kept big page");
+    free(p);
+    free(left);
+    malloc_trim(0);
+    return NULL;
+}
+
+int main(void) {
+    free(malloc(1));
+    run(big_slots);
+    run(adopt_keeps);
+    run(two_whole);
+    run(loop_counts);
+    run(linger_in_use);
+    run(big_inline);
+    run(behind);
+    printf("ok\n");
+    return 0;
+}

@@ -100,17 +100,19 @@ WORKLOADS = [
              ["--threads", "2", "--slots", "100", "--rounds", "3", "--ops", "500"],
              threads_arg="--threads"),
     # server at 16 threads: many more threads than a small machine's cores,
-    # fewer replacements each (about 1 s on 2 cores).
+    # fewer replacements each (about 1 s on 2 cores; the seed designs take
+    # 6-7 s, so it is run by name, not in the default set).
     Workload("server-many", "server at 16 threads: cross-thread frees and thread churn with "
              "many threads", ["--threads", "16", "--slots", "1000", "--rounds", "20", "--ops",
                               "20000"],
              ["--threads", "16", "--slots", "100", "--rounds", "2", "--ops", "200"],
-             program="server", threads_arg="--threads"),
+             program="server", threads_arg="--threads", default=False),
+    # About 1 s on 2 cores, 2-3 s for some designs: run by name.
     Workload("exchange", "mstress-like: fresh threads every round swap objects of 16 B - 16 MiB "
              "through shared arrays (atomic exchange); half outlive the round",
              ["--threads", "4", "--rounds", "20", "--objects", "2000"],
              ["--threads", "2", "--rounds", "3", "--objects", "200", "--keep", "100"],
-             threads_arg="--threads"),
+             threads_arg="--threads", default=False),
     # What each thread costs in resident memory (rss_per_thread_kb; see
     # extra_rows in report_text).
     Workload("thread-overhead", "N threads with 64 KiB stacks each hold 8 blocks of 16 B - "

@@ -4,8 +4,7 @@ strace and callgrind counts. --from-json prints it again from a saved run.
 """
 
 from tsbench.outcome import CRASHED, FAILED, OK, SKIPPED, TIMEOUT, WRONG
-from tsbench.report_text import (END_RSS_NOTE, cell_label, end_rss_rows, fmt, fmt_ms,
-                                 paired_text)
+from tsbench.report_text import EXTRA_TABLES, cell_label, end_rss_rows, fmt, fmt_ms, paired_text
 from tsbench.stats import BASELINE_KEYS, baseline_name, geomean, paired_verdict
 
 
@@ -105,15 +104,17 @@ def format_tables(summaries, allocators, workloads, cpu_count):
                                             paired_verdict(c, BASELINE_KEYS), "")))
             if row:
                 lines.append("  %-14s " % wl.name + "  ".join(row))
-    end_rows = end_rss_rows(by_key, names, [wl.name for wl in workloads])
-    if end_rows:
+    for key, title, note, divisor in EXTRA_TABLES:
+        end_rows = end_rss_rows(by_key, names, [wl.name for wl in workloads], key, divisor)
+        if not end_rows:
+            continue
         lines.append("")
-        lines.append("== resident at the end: " + END_RSS_NOTE)
+        lines.append("== %s: %s" % (title.lower(), note))
         lines.append("  %-14s " % "workload" + " ".join("%*s" % (w, n)
                                                       for w, n in zip(cols, names)))
         for wl, vals in end_rows:
             lines.append("  %-14s " % wl + " ".join(
-                "%*s" % (w, fmt(mib, "%.1f", "")) for w, (n, mib, ratio) in zip(cols, vals)))
+                "%*s" % (w, fmt(v, "%.1f", "")) for w, (n, v, ratio) in zip(cols, vals)))
     return "\n".join(lines)
 
 

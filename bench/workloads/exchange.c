@@ -50,8 +50,8 @@ static void write_words(uint64_t *w, size_t n, uint64_t id, size_t from) {
     if (from < 2) from = 2;
     if (words <= 2) return;
     if (n > DENSE_LIMIT) {
-        for (size_t i = (from + PAGE_WORDS - 1) / PAGE_WORDS * PAGE_WORDS; i < words; i += PAGE_WORDS)
-            v[i] = word_at(id, i);
+        size_t first = (from + PAGE_WORDS - 1) / PAGE_WORDS * PAGE_WORDS;
+        for (size_t i = first; i < words; i += PAGE_WORDS) v[i] = word_at(id, i);
         v[words - 1] = word_at(id, words - 1);
     } else {
         for (size_t i = from; i < words; i++) v[i] = word_at(id, i);
@@ -131,7 +131,8 @@ static void drop_block(worker_t *me, uint64_t *w) {
 static void *worker(void *arg) {
     worker_t *me = arg;
     for (long k = 0; k < opt_objects; k++) {
-        uint64_t id = tsb_mix(((uint64_t)me->round << 40) ^ ((uint64_t)me->id << 24) ^ (uint64_t)k);
+        uint64_t id =
+            tsb_mix(((uint64_t)me->round << 40) ^ ((uint64_t)me->id << 24) ^ (uint64_t)k);
         size_t n = pick_size(&me->rng);
         uint64_t *w = make_block(me, id, n);
         me->bytes_alloc += n;
@@ -201,8 +202,9 @@ int main(int argc, char **argv) {
     bad += last->bad;
     if (bad) tsb_fail("%ld blocks corrupted", bad);
     if (bytes_freed != bytes_alloc || ids_freed != ids_alloc)
-        tsb_fail("freed %" PRIu64 " bytes (ids %016" PRIx64 ") of %" PRIu64 " allocated (ids %016" PRIx64
-                 ")", bytes_freed, ids_freed, bytes_alloc, ids_alloc);
+        tsb_fail("freed %" PRIu64 " bytes (ids %016" PRIx64 ") of %" PRIu64
+                 " allocated (ids %016" PRIx64 ")",
+                 bytes_freed, ids_freed, bytes_alloc, ids_alloc);
     tsb_kv("rounds", "%ld", opt_rounds);
     tsb_kv("objects", "%ld", opt_rounds * opt_threads * opt_objects);
     tsb_kv("reallocs", "%ld", reallocs);

@@ -8,6 +8,8 @@
  * process start, the allocator's set-up and exit, and a few hundred blocks
  * per process.
  *
+ * Each stage checks that malloc comes from the same object as in the
+ * parent (the environment, LD_PRELOAD with it, passes to the children).
  * The parent computes, without the children, what the last stage must
  * write, and compares it record by record (length and every byte), so a
  * stage that lost or damaged a block fails the run. check is a checksum of
@@ -18,6 +20,7 @@
 #include "tsb.h"
 
 static long opt_stages = 8, opt_reps = 20, opt_records = 300, opt_stage = -1;
+static const char *opt_malloc_from = NULL;
 
 /* Record k's length and its byte i after stage s (stage 0 wrote it). */
 static uint32_t record_len(long k) {
@@ -52,6 +55,7 @@ static int read_all(int fd, void *p, size_t n) {
 
 /* One stage: stdin to stdout. Returns the exit status. */
 static int stage(long s) {
+    if (opt_malloc_from && strcmp(opt_malloc_from, tsb_malloc_from()) != 0) return 3;
     if (s == 0) {
         for (long k = 0; k < opt_records; k++) {
             uint32_t n = record_len(k);
@@ -101,6 +105,7 @@ int main(int argc, char **argv) {
         {"reps", &opt_reps, NULL, "pipelines run, one after the other"},
         {"records", &opt_records, NULL, "records (blocks) passed along"},
         {"stage", &opt_stage, NULL, "be this stage (internal)"},
+        {"malloc-from", NULL, &opt_malloc_from, "the parent's malloc object (internal)"},
         {0}};
     tsb_start("exec-chain");
     tsb_parse(argc, argv, opts);
@@ -124,6 +129,7 @@ int main(int argc, char **argv) {
         }
     }
     char records[32], stage_arg[32];
+    const char *from = tsb_malloc_from();
     snprintf(records, sizeof records, "%ld", opt_records);
     static pid_t pids[64];
     uint64_t check = 0;
@@ -141,7 +147,8 @@ int main(int argc, char **argv) {
                 dup2(fds[1], 1);
                 close(fds[0]);
                 close(fds[1]);
-                char *args[] = {argv[0], "--stage", stage_arg, "--records", records, NULL};
+                char *args[] = {argv[0], "--stage", stage_arg, "--records", records,
+                                "--malloc-from", (char *)from, NULL};
                 execv("/proc/self/exe", args);
                 _exit(127);
             }
@@ -156,8 +163,8 @@ int main(int argc, char **argv) {
             int status;
             if (waitpid(pids[s], &status, 0) != pids[s]) tsb_fail("waitpid: %s", strerror(errno));
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                tsb_fail("stage %ld: %s %d (4: NULL or short read, 5: bad record, 6: write, "
-                         "127: exec)", s, WIFEXITED(status) ? "exit" : "signal",
+                tsb_fail("stage %ld: %s %d (3: other malloc, 4: NULL or short read, 5: bad "
+                         "record, 6: write, 127: exec)", s, WIFEXITED(status) ? "exit" : "signal",
                          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
         }
         if (len != total || memcmp(got, want, total) != 0)

@@ -31,6 +31,10 @@ typedef struct {
 
 static pthread_barrier_t started, allocate, holding, release;
 
+static uint64_t tag_of(const worker_t *me, long k) {
+    return tsb_mix((uint64_t)me->id * MAX_BLOCKS + (uint64_t)k);
+}
+
 static void *worker(void *arg) {
     worker_t *me = arg;
     pthread_barrier_wait(&started);
@@ -39,7 +43,7 @@ static void *worker(void *arg) {
         size_t n = tsb_range(&me->rng, (size_t)opt_min, (size_t)opt_max);
         void *p = malloc(n);
         if (!p) tsb_fail("malloc(%zu) returned NULL", n);
-        tsb_tag(p, n, tsb_mix((uint64_t)me->id * MAX_BLOCKS + (uint64_t)k));
+        tsb_tag(p, n, tag_of(me, k));
         me->ptr[k] = p;
         me->size[k] = (uint32_t)n;
         me->bytes += n;
@@ -47,8 +51,7 @@ static void *worker(void *arg) {
     pthread_barrier_wait(&holding);
     pthread_barrier_wait(&release);
     for (long k = 0; k < opt_blocks; k++) {
-        if (!tsb_tag_ok(me->ptr[k], me->size[k], tsb_mix((uint64_t)me->id * MAX_BLOCKS + (uint64_t)k)))
-            me->bad++;
+        if (!tsb_tag_ok(me->ptr[k], me->size[k], tag_of(me, k))) me->bad++;
         free(me->ptr[k]);
     }
     return NULL;

@@ -150,10 +150,10 @@ def write_scale_files(outdir, rows):
     return csv_path, json_path
 
 
-def scale_plot(outdir, rows, names):
+def scale_plot(outdir, rows, names, cpu_count=None):
     """scale.png in outdir: speed-up against threads, one panel per
-    workload, one line per allocator, the ideal dashed. None without
-    matplotlib or rows."""
+    workload, one line per allocator, the ideal dashed, the core count
+    dotted when fewer threads than shown. None without matplotlib or rows."""
     wls = []
     for r in rows:
         if r["workload"] not in wls:
@@ -174,6 +174,9 @@ def scale_plot(outdir, rows, names):
             ax = axes[i // cols][i % cols]
             counts = sorted({r["threads"] for r in rows if r["workload"] == wl})
             ax.plot(counts, counts, linestyle="--", color="grey", linewidth=0.8, label="ideal")
+            if cpu_count and counts[-1] > cpu_count:
+                ax.axvline(cpu_count, linestyle=":", color="grey", linewidth=0.8,
+                           label="%d cores" % cpu_count)
             for n in names:
                 pts = sorted((r["threads"], r["speedup"]) for r in rows
                              if r["workload"] == wl and r["allocator"] == n
@@ -213,7 +216,7 @@ def report_scale(outdir, variants, summaries, allocators, cpu_count, plots=True)
     names = [a.name for a in allocators if a.available]
     rows = scale_rows(variants, summaries, names)
     paths = list(write_scale_files(outdir, rows))
-    png = scale_plot(outdir, rows, names) if plots else None
+    png = scale_plot(outdir, rows, names, cpu_count) if plots else None
     if png:
         paths.append(png)
     return scale_table(rows, names, cpu_count), paths, \

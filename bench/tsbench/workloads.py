@@ -170,7 +170,7 @@ WORKLOADS = [
              ["--iters", "1000000", "--sizes", "262144"],
              ["--iters", "2000", "--warmup", "100", "--sizes", "262144"], program="fastpath"),
     # C++ new char[n]() of 5-25 MB: about 25 GB zero-filled at the default
-    # size (10-30 s on 2 cores), so only when asked for by name.
+    # size (7-35 s on 2 cores), so only when asked for by name.
     Workload("malloc-large", "20 buffers of 5-25 MB, one replaced at random 2000 times by "
              "C++ new char[n]() (zero-filled)", ["--buffers", "20", "--iters", "2000"],
              ["--buffers", "4", "--iters", "10", "--min-mb", "1", "--max-mb", "2"],

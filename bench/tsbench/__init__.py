@@ -9,7 +9,9 @@ terminal table (with ratios against glibc and against the best peer), CSV,
 JSON, PNG plots (when matplotlib is importable) and one self-contained HTML
 report. --markdown writes the tables as GitHub markdown, --from-json prints and
 writes them again from a saved results.json, and --splice puts the markdown
-into a document between <!-- tsbench:table --> markers. docs/bench.md
+into a document between <!-- tsbench:table --> markers. --scale N runs
+the threaded workloads at 1, 2, 4 ... N threads and reports speed-up
+against threads. docs/bench.md
 describes the workloads and how to read the report.
 
 Only the Python standard library is needed to run and measure.
@@ -29,6 +31,7 @@ Modules, lowest first:
   report_plot      PNG plots
   report_html      report.html
   report_markdown  markdown tables and --splice
+  scale            --scale: thread-count variants, throughput and speed-up
   cli              options and main()
 
 Run it as `python3 bench/tsbench`, `python3 -m tsbench` with bench/ on the

@@ -22,6 +22,7 @@ from tsbench.report_markdown import markdown_report, write_markdown_outputs
 from tsbench.report_plot import make_plots
 from tsbench.report_table import print_report
 from tsbench.runner import Context, Progress, run_callgrinds, run_workloads
+from tsbench.scale import report_scale, scale_note, scale_variants
 from tsbench.stats import add_ratios, summarize
 from tsbench.workloads import WORKLOAD_NAMES, choose_workloads
 
@@ -68,6 +69,9 @@ def parse_args(argv):
                    help="past this many seconds, cells get no repeat runs (default 180, "
                         "0 for none; the default set stays within 5 minutes on a busy "
                         "2-core machine)")
+    p.add_argument("--scale", type=int, metavar="N",
+                   help="run the threaded workloads at 1, 2, 4, ... N threads and report "
+                        "throughput and speed-up against threads (scale.csv, scale.png)")
     p.add_argument("--list", action="store_true", help="list allocators and workloads, exit")
     p.add_argument("--install-peers", action="store_true",
                    help="apt-get install missing peers when running as root")
@@ -97,6 +101,10 @@ def parse_args(argv):
         p.error("--runs must be >= 1")
     if args.time_budget is None:
         args.time_budget = 180.0
+    if args.scale is not None and args.scale < 1:
+        p.error("--scale must be >= 1")
+    if args.scale and (args.from_json or args.splice_from):
+        p.error("--scale runs workloads: it does not combine with --from-json or --splice-from")
     return args
 
 
@@ -209,6 +217,15 @@ def main(argv=None, stdout=None, stderr=None):
         cpu_count = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpu_count = os.cpu_count() or 1
+    base_workloads = workloads
+    if args.scale:
+        workloads = scale_variants(workloads, args.scale, args.quick, ctx.notes)
+        if not workloads:
+            log("tsbench: --scale: none of the workloads has a thread argument")
+            return 2
+        note = scale_note(args.scale, cpu_count)
+        if note:
+            ctx.notes.append(note)
     launcher = find_launcher(bindir)
     if not launcher:
         ctx.notes.append("bin/tsbench-exec is not built: peak RSS includes the runner's own "
@@ -220,7 +237,8 @@ def main(argv=None, stdout=None, stderr=None):
         if strace_note:
             log("tsbench: --strace skipped: " + strace_note)
             ctx.notes.append("strace counts skipped: " + strace_note)
-    use_callgrind = args.callgrind == "on" or (args.callgrind == "auto" and not args.quick)
+    use_callgrind = not args.scale and (args.callgrind == "on" or
+                                        (args.callgrind == "auto" and not args.quick))
     if use_callgrind and not shutil.which("valgrind"):
         if args.callgrind == "on":
             log("tsbench: --callgrind on, but valgrind is not installed "
@@ -230,6 +248,10 @@ def main(argv=None, stdout=None, stderr=None):
     started = datetime.datetime.now().isoformat(timespec="seconds")
     log("tsbench: %d workload(s) x %d allocator(s) x %d run(s), results in %s" % (
         len(workloads), len(active), args.runs, outdir))
+    if args.scale:
+        log("tsbench: --scale %d: %s at %s threads" % (
+            args.scale, ", ".join(w.name for w in base_workloads if w.threads_arg),
+            ", ".join(str(t) for t in sorted({w.scale_threads for w in workloads}))))
     progress = Progress(len(workloads) * len(active) * args.runs, stderr)
     background = BackgroundLoad()
     cells, strace, interrupted = run_workloads(args, workloads, active, ctx, launcher,
@@ -251,6 +273,11 @@ def main(argv=None, stdout=None, stderr=None):
                                     strace, callgrind)
     plots = {} if args.no_plots else make_plots(outdir, summaries, rows, allocators,
                                                 workloads, callgrind, log)
+    scale_text, scale_files = None, []
+    if args.scale:
+        scale_text, scale_files, scale_png = report_scale(
+            outdir, workloads, summaries, allocators, cpu_count, plots=not args.no_plots)
+        plots.update(scale_png)
     report = os.path.join(outdir, "report.html")
     write_html(report, meta, summaries, allocators, workloads, plots, strace, callgrind)
 
@@ -263,10 +290,15 @@ def main(argv=None, stdout=None, stderr=None):
                  ctx.notes)
     if not plots and not args.no_plots:
         log("note: no plots (matplotlib is not importable; make bench installs it in .venv)")
+    if scale_text:
+        log("")
+        log(scale_text)
     log("")
     log("report: %s" % report)
     log("data:   %s" % ", ".join(os.path.join(outdir, f) for f in
                                  ("runs.csv", "summary.csv", "results.json", "results.md")))
+    if scale_files:
+        log("scale:  %s" % ", ".join(scale_files))
     write_markdown_outputs(args, md, log)
     if interrupted:
         return 130

@@ -9,7 +9,7 @@ import html
 from tsbench.allocators import APT_LINE
 from tsbench.outcome import OK
 from tsbench.probes import CALLGRIND_ITERS
-from tsbench.report_text import (END_RSS_NOTE, cell_label, end_rss_rows, end_rss_text, fmt,
+from tsbench.report_text import (EXTRA_TABLES, cell_label, end_rss_rows, end_rss_text, fmt,
                                  fmt_ms, paired_text)
 from tsbench.stats import geomean, paired_verdict
 
@@ -132,12 +132,14 @@ def write_html(path, meta, summaries, allocators, workloads, plots, strace, call
             out.append("<tr>%s</tr>" % "".join(row))
         out.append("</table>")
 
-    end_rows = end_rss_rows(by_key, names, [wl.name for wl in workloads])
-    if end_rows:
-        out.append("<h2>Resident at the end</h2><p class='note'>%s; in parentheses the "
+    for key, title, note, divisor in EXTRA_TABLES:
+        end_rows = end_rss_rows(by_key, names, [wl.name for wl in workloads], key, divisor)
+        if not end_rows:
+            continue
+        out.append("<h2>%s</h2><p class='note'>%s; in parentheses the "
                    "ratio to glibc.</p>"
                    "<table><tr><th class='l'>workload</th>%s</tr>"
-                   % (esc(END_RSS_NOTE[0].upper() + END_RSS_NOTE[1:]),
+                   % (esc(title), esc(note[0].upper() + note[1:]),
                       "".join("<th>%s</th>" % esc(n) for n in names)))
         for wl, vals in end_rows:
             out.append("<tr><td class='l'>%s</td>%s</tr>" % (esc(wl), "".join(

@@ -9,7 +9,7 @@ import re
 import shutil
 
 from tsbench.outcome import OK
-from tsbench.report_text import END_RSS_NOTE, cell_label, end_rss_rows, end_rss_text, fmt, \
+from tsbench.report_text import EXTRA_TABLES, cell_label, end_rss_rows, end_rss_text, fmt, \
     paired_text
 from tsbench.stats import BASELINE_KEYS, baseline_name, geomean, paired_verdict
 
@@ -165,11 +165,12 @@ def markdown_report(doc):
                "glibc.")
     out.append("")
     out += table("maxrss_kb", "rss_ratio_glibc", lambda kb: "%.1f" % (kb / 1024))
-    end_rows = end_rss_rows(by_key, names, wls)
-    if end_rows:
+    for key, title, note, divisor in EXTRA_TABLES:
+        end_rows = end_rss_rows(by_key, names, wls, key, divisor)
+        if not end_rows:
+            continue
         out.append("")
-        out.append("**Resident at the end:** " + END_RSS_NOTE + "; in parentheses the ratio to "
-                   "glibc.")
+        out.append("**%s:** %s; in parentheses the ratio to glibc." % (title, note))
         out.append("")
         out += md_table(["workload"] + names, [
             [wl] + [end_rss_text(n, mib, ratio) for n, mib, ratio in vals]

@@ -4,8 +4,7 @@ strace and callgrind counts. --from-json prints it again from a saved run.
 """
 
 from tsbench.outcome import CRASHED, FAILED, OK, SKIPPED, TIMEOUT, WRONG
-from tsbench.report_text import (END_RSS_NOTE, cell_label, end_rss_rows, fmt, fmt_ms,
-                                 paired_text)
+from tsbench.report_text import EXTRA_TABLES, cell_label, end_rss_rows, fmt, fmt_ms, paired_text
 from tsbench.stats import BASELINE_KEYS, baseline_name, geomean, paired_verdict
 
 
@@ -15,6 +14,7 @@ def format_tables(summaries, allocators, workloads, cpu_count):
     by_key = {(s["workload"], s["allocator"]): s for s in summaries}
     names = [a.name for a in allocators if a.available]
     width = max([len(n) for n in names] + [9])
+    nw = max([14] + [len(wl.name) for wl in workloads])  # the matrices' first column
     for wl in workloads:
         cells = [by_key[(wl.name, n)] for n in names if (wl.name, n) in by_key]
         if not cells:
@@ -49,7 +49,8 @@ def format_tables(summaries, allocators, workloads, cpu_count):
     lines.append("== time relative to glibc (median; < 1 is faster; T timeout, C crashed, "
                  "F failed, W wrong result, S skipped)")
     cols = [max(len(n), 5) for n in names]
-    lines.append("  %-14s " % "workload" + " ".join("%*s" % (w, n) for w, n in zip(cols, names)))
+    lines.append("  %-*s " % (nw, "workload") + " ".join("%*s" % (w, n)
+                                                       for w, n in zip(cols, names)))
     short = {TIMEOUT: "T", CRASHED: "C", FAILED: "F", WRONG: "W", SKIPPED: "S"}
     for wl in workloads:
         row = []
@@ -61,20 +62,20 @@ def format_tables(summaries, allocators, workloads, cpu_count):
                 row.append("%*s" % (w, short.get(c["status"], "?")))
             else:
                 row.append("%*s" % (w, fmt(c["ratio_glibc"], "%.2f")))
-        lines.append("  %-14s " % wl.name + " ".join(row))
+        lines.append("  %-*s " % (nw, wl.name) + " ".join(row))
     for label, key in (("geomean/glibc", "ratio_glibc"), ("geomean/peer", "ratio_best_peer")):
         row = []
         for w, n in zip(cols, names):
             g = geomean([by_key[(wl.name, n)][key] for wl in workloads
                          if (wl.name, n) in by_key and by_key[(wl.name, n)]["status"] == OK])
             row.append("%*s" % (w, fmt(g, "%.2f")))
-        lines.append("  %-14s " % label + " ".join(row))
+        lines.append("  %-*s " % (nw, label) + " ".join(row))
     if any(s.get("paired_lo") is not None for s in summaries):
         lines.append("")
         lines.append("== time against the fastest peer, paired by round (median of per-round "
                      "ratios; < faster, > slower, = a tie: the 95% interval holds 1; "
                      "* the fastest peer)")
-        lines.append("  %-14s " % "workload" + " ".join("%*s" % (w, n)
+        lines.append("  %-*s " % (nw, "workload") + " ".join("%*s" % (w, n)
                                                       for w, n in zip(cols, names)))
         marks = {"faster": "<", "slower": ">", "tie": "="}
         for wl in workloads:
@@ -88,7 +89,7 @@ def format_tables(summaries, allocators, workloads, cpu_count):
                 else:
                     text = "%.2f%s" % (c["paired_best_peer"], marks.get(paired_verdict(c), " "))
                 row.append("%*s" % (w, text))
-            lines.append("  %-14s " % wl.name + " ".join(row))
+            lines.append("  %-*s " % (nw, wl.name) + " ".join(row))
     base = baseline_name(summaries)
     if base:
         lines.append("")
@@ -104,16 +105,18 @@ def format_tables(summaries, allocators, workloads, cpu_count):
                                         {"faster": " <", "slower": " >", "tie": " ="}.get(
                                             paired_verdict(c, BASELINE_KEYS), "")))
             if row:
-                lines.append("  %-14s " % wl.name + "  ".join(row))
-    end_rows = end_rss_rows(by_key, names, [wl.name for wl in workloads])
-    if end_rows:
+                lines.append("  %-*s " % (nw, wl.name) + "  ".join(row))
+    for key, title, note, divisor in EXTRA_TABLES:
+        end_rows = end_rss_rows(by_key, names, [wl.name for wl in workloads], key, divisor)
+        if not end_rows:
+            continue
         lines.append("")
-        lines.append("== resident at the end: " + END_RSS_NOTE)
-        lines.append("  %-14s " % "workload" + " ".join("%*s" % (w, n)
+        lines.append("== %s: %s" % (title.lower(), note))
+        lines.append("  %-*s " % (nw, "workload") + " ".join("%*s" % (w, n)
                                                       for w, n in zip(cols, names)))
         for wl, vals in end_rows:
-            lines.append("  %-14s " % wl + " ".join(
-                "%*s" % (w, fmt(mib, "%.1f", "")) for w, (n, mib, ratio) in zip(cols, vals)))
+            lines.append("  %-*s " % (nw, wl) + " ".join(
+                "%*s" % (w, fmt(v, "%.1f", "")) for w, (n, v, ratio) in zip(cols, vals)))
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """Text of report cells that every format shares: numbers, a bad cell's
-status word, a paired ratio with its interval, and the rows of the
-"resident at the end" table.
+status word, a paired ratio with its interval, and the rows of the tables
+of a workload's own memory figures ("resident at the end", "resident per
+thread": EXTRA_TABLES).
 """
 
 from tsbench.outcome import CRASHED, FAILED, OK, SKIPPED, TIMEOUT, WRONG
@@ -48,26 +49,38 @@ END_RSS_NOTE = ("what a workload still holds resident at its end (its rss_end_kb
                 "median MiB")
 
 
-def end_rss_rows(by_key, names, workload_names):
-    """[(workload, [(allocator, MiB or None, ratio to glibc or None)])] for the
-    workloads whose runs report rss_end_kb."""
+PER_THREAD_NOTE = ("what each thread adds to the resident set beyond its stack while it "
+                   "holds eight blocks of 16 B - 2 KiB (thread-overhead's "
+                   "rss_per_thread_kb), median KiB")
+
+# The extra numbers that get a table of their own in every report: (result
+# key, title, note, divisor from KiB to the unit shown).
+EXTRA_TABLES = [("rss_end_kb", "Resident at the end", END_RSS_NOTE, 1024.0),
+                ("rss_per_thread_kb", "Resident per thread", PER_THREAD_NOTE, 1.0)]
+
+
+def end_rss_rows(by_key, names, workload_names, key="rss_end_kb", divisor=1024.0):
+    """[(workload, [(allocator, value / divisor or None, ratio to glibc or
+    None)])] for the workloads whose runs report `key` (rss_end_kb in MiB
+    by default)."""
     rows = []
     for wl in workload_names:
         values = {}
         for n in names:
             c = by_key.get((wl, n))
-            v = (c.get("extra") or {}).get("rss_end_kb") if c and c["status"] == OK else None
+            v = (c.get("extra") or {}).get(key) if c and c["status"] == OK else None
             values[n] = v
         if not any(v is not None for v in values.values()):
             continue
         base = values.get("glibc")
-        rows.append((wl, [(n, None if v is None else v / 1024,
+        rows.append((wl, [(n, None if v is None else v / divisor,
                            v / base if v is not None and base else None)
                           for n, v in values.items()]))
     return rows
 
 
 def end_rss_text(name, mib, ratio):
-    """A cell of the resident-at-the-end table: MiB, and the ratio to glibc."""
+    """A cell of an EXTRA_TABLES table: the value (MiB, KiB), and the ratio
+    to glibc."""
     return fmt(mib, "%.1f", "") + (" (%.2f)" % ratio if ratio is not None and name != "glibc"
                                   else "")

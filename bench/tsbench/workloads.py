@@ -15,7 +15,8 @@ class Workload:
     plus its arguments."""
 
     def __init__(self, name, what, args, quick, check_key="check", rss_series=False,
-                 prepare=None, program=None):
+                 prepare=None, program=None, threads_arg=None, scale_work="thread",
+                 default=True):
         self.name = name
         self.program = program or name
         self.what = what
@@ -24,6 +25,9 @@ class Workload:
         self.check_key = check_key      # a value every allocator must agree on
         self.rss_series = rss_series    # keep the RSS-over-time samples
         self.prepare = prepare          # fn(ctx) -> extra args, or raises Skip
+        self.threads_arg = threads_arg  # the option that sets its thread count (--scale)
+        self.scale_work = scale_work    # "thread": work per thread; "total": shared
+        self.default = default          # in the set run without --workloads
 
     def binary(self, bindir):
         return os.path.join(bindir, "tsb-" + self.program)
@@ -53,12 +57,14 @@ def prepare_memsim(ctx):
 
 WORKLOADS = [
     Workload("lecture1", "seed lecture program 1: T threads loop malloc(8..512)/free",
-             ["--threads", "32", "--iters", "400000"], ["--threads", "4", "--iters", "2000"]),
+             ["--threads", "32", "--iters", "400000"], ["--threads", "4", "--iters", "2000"],
+             threads_arg="--threads"),
     # The same loop with untouched blocks, as the seed wrote it: less of the
     # time is the workload's own, so allocators differ more.
     Workload("lecture1-bare", "lecture1 as the seed wrote it: blocks are not touched",
              ["--threads", "32", "--iters", "400000", "--tags", "0"],
-             ["--threads", "4", "--iters", "2000", "--tags", "0"], program="lecture1"),
+             ["--threads", "4", "--iters", "2000", "--tags", "0"], program="lecture1",
+             threads_arg="--threads"),
     Workload("lecture2", "seed lecture program 2: P producer/consumer pairs, every block "
              "freed by the other thread", ["--pairs", "16", "--batches", "200"],
              ["--pairs", "2", "--batches", "4", "--batch", "64", "--ring", "256"]),
@@ -79,21 +85,50 @@ WORKLOADS = [
              ["--api", "malloc", "--threads", "2", "--blocks", "500"]),
     Workload("collatz-ivec", "seed 004 ivec: Collatz sequences in growable arrays, copied "
              "and freed at each step (realloc)", ["--threads", "4", "--count", "50000"],
-             ["--threads", "2", "--count", "300"]),
+             ["--threads", "2", "--count", "300"],
+             threads_arg="--threads", scale_work="total"),
     Workload("collatz-list", "seed 004 list: Collatz sequences in linked lists of 16-byte "
              "cells, copied and freed at each step", ["--threads", "4", "--count", "3500"],
-             ["--threads", "2", "--count", "100"]),
+             ["--threads", "2", "--count", "100"],
+             threads_arg="--threads", scale_work="total"),
     Workload("memsim", "seed 003 memsim: replay of a gentrace trace, T threads x R repeats",
              ["--threads", "4", "--repeats", "20"], ["--threads", "2", "--repeats", "2"],
-             prepare=prepare_memsim),
+             prepare=prepare_memsim, threads_arg="--threads"),
     Workload("server", "larson-style server: arrays of live blocks handed to fresh threads "
              "each round, random replacement",
              ["--threads", "4", "--slots", "2000", "--rounds", "20", "--ops", "40000"],
-             ["--threads", "2", "--slots", "100", "--rounds", "3", "--ops", "500"]),
+             ["--threads", "2", "--slots", "100", "--rounds", "3", "--ops", "500"],
+             threads_arg="--threads"),
+    # server at 16 threads: many more threads than a small machine's cores,
+    # fewer replacements each (about 1 s on 2 cores; the seed designs take
+    # 6-7 s, so it is run by name, not in the default set).
+    Workload("server-many", "server at 16 threads: cross-thread frees and thread churn with "
+             "many threads", ["--threads", "16", "--slots", "1000", "--rounds", "20", "--ops",
+                              "20000"],
+             ["--threads", "16", "--slots", "100", "--rounds", "2", "--ops", "200"],
+             program="server", threads_arg="--threads", default=False),
+    # About 1 s on 2 cores, 2-3 s for some designs: run by name.
+    Workload("exchange", "mstress-like: fresh threads every round swap objects of 16 B - 16 MiB "
+             "through shared arrays (atomic exchange); half outlive the round",
+             ["--threads", "4", "--rounds", "20", "--objects", "2000"],
+             ["--threads", "2", "--rounds", "3", "--objects", "200", "--keep", "100"],
+             threads_arg="--threads", default=False),
+    # What each thread costs in resident memory (rss_per_thread_kb; see
+    # extra_rows in report_text).
+    Workload("thread-overhead", "N threads with 64 KiB stacks each hold 8 blocks of 16 B - "
+             "2 KiB: resident memory per thread beyond its stack",
+             ["--threads", "2000"], ["--threads", "100"]),
+    Workload("startup", "the workload starts itself M times (fork, exec): a short program of "
+             "a few hundred blocks and a realloc chain, then exit",
+             ["--runs", "200"], ["--runs", "10"]),
+    Workload("exec-chain", "pipelines of 8 processes joined by pipes, each passing a few "
+             "hundred blocks along, run R times", ["--stages", "8", "--reps", "20"],
+             ["--stages", "3", "--reps", "2", "--records", "50"]),
     Workload("churn", "thread churn: waves of short-lived threads; each frees what its "
              "predecessor left, mallocs, leaves a quarter behind and exits",
              ["--threads", "4", "--waves", "300", "--blocks", "1000"],
-             ["--threads", "2", "--waves", "6", "--blocks", "100"]),
+             ["--threads", "2", "--waves", "6", "--blocks", "100"],
+             threads_arg="--threads"),
     # What stays resident after another thread freed everything the owner made,
     # while the owner waits (reported as rss_end_kb; see end_rss_rows).
     Workload("idle-owner", "main fills 128 MiB of 16-1000 B blocks, a worker frees them all, "
@@ -114,12 +149,14 @@ WORKLOADS = [
     Workload("false-sharing", "threads write small objects they allocated (active) or that "
              "replaced ones handed out by main (passive)",
              ["--threads", "2", "--rounds", "800", "--writes", "50000"],
-             ["--threads", "2", "--rounds", "10", "--writes", "1000"]),
+             ["--threads", "2", "--rounds", "10", "--writes", "1000"],
+             threads_arg="--threads"),
     Workload("fragmentation", "many small blocks, 90% freed at random, then larger ones: "
              "peak and final RSS", ["--small", "400000"], ["--small", "5000"], rss_series=True),
     Workload("midsize", "T threads each keep 32 blocks of 16-256 KiB and replace random ones",
              ["--threads", "2", "--slots", "32", "--ops", "500000"],
-             ["--threads", "2", "--slots", "8", "--ops", "2000"]),
+             ["--threads", "2", "--slots", "8", "--ops", "2000"],
+             threads_arg="--threads"),
     Workload("large", "realloc growth to 200 MiB, then 1-32 MiB blocks",
              ["--max-mb", "200", "--blocks", "16", "--max-block-mb", "32", "--live", "8"],
              ["--max-mb", "4", "--blocks", "4", "--max-block-mb", "2", "--live", "2"],
@@ -132,6 +169,12 @@ WORKLOADS = [
     Workload("fastpath-big", "single-thread malloc/free pair cost at 256 KiB",
              ["--iters", "1000000", "--sizes", "262144"],
              ["--iters", "2000", "--warmup", "100", "--sizes", "262144"], program="fastpath"),
+    # C++ new char[n]() of 5-25 MB: about 25 GB zero-filled at the default
+    # size (7-35 s on 2 cores), so only when asked for by name.
+    Workload("malloc-large", "20 buffers of 5-25 MB, one replaced at random 2000 times by "
+             "C++ new char[n]() (zero-filled)", ["--buffers", "20", "--iters", "2000"],
+             ["--buffers", "4", "--iters", "10", "--min-mb", "1", "--max-mb", "2"],
+             default=False),
 ]
 
 
@@ -139,8 +182,10 @@ WORKLOAD_NAMES = [w.name for w in WORKLOADS]
 
 
 def choose_workloads(args, log):
+    """The workloads --workloads names, in table order; without it, those
+    marked default."""
     if not args.workloads:
-        return list(WORKLOADS)
+        return [w for w in WORKLOADS if w.default]
     wanted = [n.strip() for n in args.workloads.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in WORKLOAD_NAMES]
     if unknown:

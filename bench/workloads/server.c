@@ -8,6 +8,7 @@
  * Each array carries its own random stream, so what happens to an array does
  * not depend on which thread runs it: check (bytes freed + bytes left) is a
  * function of the arguments. Every block's tag is checked before its free.
+ * peak_rss_kb is the process's own peak resident set (getrusage).
  */
 #include <pthread.h>
 
@@ -103,5 +104,6 @@ int main(int argc, char **argv) {
     double elapsed = tsb_now() - t0;
     tsb_kv("rounds", "%ld", opt_rounds);
     tsb_kv("replacements", "%ld", opt_rounds * opt_threads * opt_ops);
+    tsb_kv("peak_rss_kb", "%ld", tsb_peak_rss_kb());
     return tsb_ok(elapsed, opt_threads, check);
 }

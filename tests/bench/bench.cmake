@@ -74,6 +74,17 @@ _tsb_workload(server --threads 2 --slots 100 --rounds 3 --ops 500)
 # memory grows by about 16 MiB over the second half (measured with the floor allocator,
 # which loses a dead thread's free lists); tsalloc 150-570 KiB; 2 MiB is the bound.
 _tsb_workload(churn --threads 2 --waves 200 --blocks 200 --max-growth-kb 2048)
+# server-many: server at 16 threads.
+_tsb_workload_as(server_many server --threads 16 --slots 100 --rounds 2 --ops 200)
+# exchange: a few large and huge blocks and realloc-grown ones even at this size.
+_tsb_workload(exchange --threads 2 --rounds 3 --objects 300 --keep 100 --large-ppm 20000
+              --huge-ppm 5000 --grow-pct 20)
+_tsb_workload(thread-overhead --threads 100)
+# startup and exec-chain start themselves again: the children inherit
+# LD_PRELOAD and TSALLOC_EXPECT_DESIGN, and must use the parent's malloc.
+_tsb_workload(startup --runs 10)
+_tsb_workload(exec-chain --stages 3 --reps 2 --records 50)
+_tsb_workload(malloc-large --buffers 4 --iters 10 --min-mb 1 --max-mb 2)
 _tsb_workload(idle-owner --mb 4 --wait-ms 0)
 # idle-owner-keep: big blocks written whole, main keeps every 8th (checked
 # after the wait).

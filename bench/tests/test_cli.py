@@ -171,3 +171,24 @@ class FromJsonTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RunNotesTest(unittest.TestCase):
+    """The "no interval" note is for runs where no ratio has one: an interval
+    against a --baseline build counts as one too."""
+
+    def notes_for(self, summaries):
+        from types import SimpleNamespace
+        from tsbench import cli
+        notes = []
+        cli.add_run_notes(SimpleNamespace(quick=False), notes, summaries, None, None, 2)
+        return [n for n in notes if n.startswith("no ratio has a confidence interval")]
+
+    def test_no_interval_at_all(self):
+        self.assertEqual(len(self.notes_for([{"paired_lo": None, "baseline_lo": None}])), 1)
+
+    def test_peer_interval(self):
+        self.assertEqual(self.notes_for([{"paired_lo": 0.9, "baseline_lo": None}]), [])
+
+    def test_baseline_interval(self):
+        self.assertEqual(self.notes_for([{"paired_lo": None, "baseline_lo": 0.9}]), [])

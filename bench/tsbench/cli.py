@@ -163,7 +163,8 @@ def add_run_notes(args, notes, summaries, busy, steal, cpu_count):
     if steal is not None and steal > BUSY_SHARE:
         notes.append("the host gave %.0f%% of the CPUs' time to other guests (steal): "
                      "timings are noisier than on an idle machine" % (100 * steal))
-    if not args.quick and summaries and not any(s.get("paired_lo") is not None
+    if not args.quick and summaries and not any(s.get("paired_lo") is not None or
+                                                s.get("baseline_lo") is not None
                                                 for s in summaries):
         notes.append("no ratio has a confidence interval (that needs 6 runs or more): to "
                      "tell a difference from noise, run --runs 11 --time-budget 0 "

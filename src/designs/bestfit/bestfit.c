@@ -57,7 +57,7 @@ static ts_fit_block_t *take(size_t need, bool *clean) {
         pthread_mutex_lock(&grow_lock);
         void *old = fit_segs_obtain(&segs, &inc);
         pthread_mutex_unlock(&grow_lock);
-        if (old) fit_prefault(old, inc, config.grow_chunk);
+        if (old) fit_prefault(old, inc, need, config.grow_chunk);
         lock();
         if (!old)
             return fit_take(&heap, &config, need, 0, clean); /* another thread may have grown */

@@ -3,8 +3,9 @@
  * Workload: --threads threads (4) start together; thread t allocates --blocks
  * blocks (20000) of --min-size..--max-size bytes (128..1024), multiples of 32,
  * drawn from a fixed seed; --min-size 32 --max-size 524288 is the big-block
- * variant, whose blocks the program writes only at their ends. Every 4th block of an odd thread is freed by the even thread before
- * it, "every 4th iteration": at iteration i an even thread frees the next
+ * variant, whose blocks the program writes only at their ends. Every 4th
+ * block of an odd thread is freed by the even thread before it, "every 4th
+ * iteration": at iteration i an even thread frees the next
  * thread's blocks 0, 4, 8 ... <= i that are already allocated; after its own
  * loop it keeps freeing them, waiting for them to be allocated. The timed
  * part is everything from the start barrier until every thread is done.

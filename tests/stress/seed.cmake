@@ -29,8 +29,10 @@ if(TARGET tsalloc-classic-static)
                              ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(seed_classic_break PRIVATE tsalloc-classic-static Threads::Threads)
   foreach(mode lock nolock)
-    add_test(NAME "seed_classic_break[${mode},default]" COMMAND seed_classic_break ${mode} 4 private)
-    add_test(NAME "seed_classic_break[${mode},private]" COMMAND seed_classic_break ${mode} 4 private)
+    foreach(setting default private)
+      add_test(NAME "seed_classic_break[${mode},${setting}]"
+               COMMAND seed_classic_break ${mode} 4 private)
+    endforeach()
     add_test(NAME "seed_classic_break[${mode},sbrk]" COMMAND seed_classic_break ${mode} 4 sbrk)
     set_tests_properties("seed_classic_break[${mode},default]" PROPERTIES TIMEOUT 60)
     set_tests_properties("seed_classic_break[${mode},private]" PROPERTIES TIMEOUT 60

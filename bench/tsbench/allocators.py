@@ -2,6 +2,12 @@
 (jemalloc, tcmalloc, mimalloc from the distribution), every tsalloc design
 found in the build's lib/, and libraries given with --allocator. A missing
 one stays in the list, marked unavailable, so the report can say why.
+
+An --allocator spec is NAME=PATH[:VAR=VALUE...]: the library to preload and
+environment variables set for every run under it, so that one library can
+run under several settings (bestfit-futex=build/lib/libtsalloc-bestfit.so:
+TSALLOC_LOCK=futex). An empty PATH is glibc with those variables. A path
+cannot hold ':' (LD_PRELOAD separates libraries with it).
 """
 
 import glob
@@ -26,17 +32,37 @@ PEERS = [
 class Allocator:
     """A malloc to compare: a library to preload (path), or glibc (no path)."""
 
-    def __init__(self, name, path, kind, available=True, note=""):
+    def __init__(self, name, path, kind, available=True, note="", env=None):
         self.name = name
         self.path = path            # None: the system malloc (glibc), no preload
         self.kind = kind            # system, peer, tsalloc, user
         self.available = available
         self.note = note
         self.version = ""
+        self.env = dict(env or {})  # set for every run under this allocator
 
     def to_json(self):
-        return {"name": self.name, "path": self.path, "kind": self.kind,
-                "available": self.available, "note": self.note, "version": self.version}
+        doc = {"name": self.name, "path": self.path, "kind": self.kind,
+               "available": self.available, "note": self.note, "version": self.version}
+        if self.env:
+            doc["env"] = dict(self.env)
+        return doc
+
+
+def parse_allocator_spec(spec):
+    """NAME=PATH[:VAR=VALUE...] -> (name, path or None, env dict)."""
+    if "=" not in spec:
+        raise SystemExit("tsbench: --allocator wants NAME=/path/lib.so[:VAR=VALUE...], got %r"
+                         % spec)
+    name, rest = spec.split("=", 1)
+    parts = rest.split(":")
+    env = {}
+    for assignment in parts[1:]:
+        var, eq, value = assignment.partition("=")
+        if not eq or not var:
+            raise SystemExit("tsbench: --allocator %s: %r is not VAR=VALUE" % (name, assignment))
+        env[var] = value
+    return name, (os.path.abspath(parts[0]) if parts[0] else None), env
 
 
 def default_peer_dir():
@@ -106,16 +132,13 @@ def select_allocators(args, log):
     candidates += discover_peers(args.peer_dir)
     candidates += discover_tsalloc(args.build)
     for spec in args.allocator or []:
-        if "=" not in spec:
-            raise SystemExit("tsbench: --allocator wants name=/path/lib.so, got %r" % spec)
-        name, path = spec.split("=", 1)
-        path = os.path.abspath(path)
+        name, path, env = parse_allocator_spec(spec)
         candidates = [c for c in candidates if c.name != name]
-        if os.path.isfile(path):
-            candidates.append(Allocator(name, path, "user"))
+        if path is None or os.path.isfile(path):
+            candidates.append(Allocator(name, path, "user", env=env))
         else:
             candidates.append(Allocator(name, path, "user", available=False,
-                                        note="file not found"))
+                                        note="file not found", env=env))
     if args.allocators:
         wanted = [n.strip() for n in args.allocators.split(",") if n.strip()]
         by_name = {c.name: c for c in candidates}

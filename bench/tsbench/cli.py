@@ -38,8 +38,9 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="tiny sizes (smoke tests)")
     p.add_argument("--workloads", help="comma-separated subset of the workloads")
     p.add_argument("--allocators", help="comma-separated subset of the allocators")
-    p.add_argument("--allocator", action="append", metavar="NAME=PATH",
-                   help="add an allocator library (repeatable)")
+    p.add_argument("--allocator", action="append", metavar="NAME=PATH[:VAR=VALUE...]",
+                   help="add an allocator library, with environment variables for its runs "
+                        "(repeatable; an empty PATH is glibc)")
     p.add_argument("--baseline", metavar="NAME",
                    help="also pair every allocator's times with NAME's, one of this run's "
                         "allocators (say an older build, given with --allocator "

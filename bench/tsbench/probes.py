@@ -36,6 +36,8 @@ def run_strace(wl, alloc, bindir, extra_args, timeout, workdir):
     cmd = ["strace", "-f", "-c", "-o", out]
     if alloc.path:
         cmd += ["-E", "LD_PRELOAD=" + alloc.path]
+    for var, value in sorted(alloc.env.items()):
+        cmd += ["-E", "%s=%s" % (var, value)]
     cmd += [wl.binary(bindir)] + extra_args
     res, stdout, _ = run_process(cmd, timeout)
     if res.status != OK or res.exit != 0:
@@ -76,7 +78,7 @@ def run_callgrind(alloc, bindir, workdir, sizes="16,64,256,1024,4096,32768,26214
            "--collect-atstart=no", "--toggle-collect=tsb_pair_loop",
            "--dump-after=tsb_pair_loop", binary, "--iters", str(CALLGRIND_ITERS),
            "--warmup", "1000", "--sizes", sizes]
-    res, stdout, stderr = run_process(cmd, 300, preload=alloc.path)
+    res, stdout, stderr = run_process(cmd, 300, preload=alloc.path, env=alloc.env)
     if res.status != OK or res.exit != 0:
         return {"error": res.reason or "valgrind exit %s: %s" % (res.exit, stderr[-160:])}
     parts = []

@@ -15,12 +15,13 @@ import time
 from tsbench.outcome import CRASHED, FAILED, OK, TIMEOUT, RunResult
 
 
-def clean_env(preload=None):
+def clean_env(preload=None, extra=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop("TSALLOC_EXPECT_DESIGN", None)
     if preload:
         env["LD_PRELOAD"] = preload
+    env.update(extra or {})
     return env
 
 
@@ -40,8 +41,9 @@ def read_rss_kb(pid):
 
 
 def run_process(cmd, timeout, preload=None, launcher=None, sample_rss=False,
-                interval=0.01):
-    """Runs cmd with LD_PRELOAD=preload (when given), returning (RunResult
+                interval=0.01, env=None):
+    """Runs cmd with LD_PRELOAD=preload (when given) and the variables of env
+    (an allocator's, when given) set, returning (RunResult
     without parsing, stdout, stderr). CPU times and peak RSS come from wait4's
     rusage, taken by the tsbench-exec launcher when there is one (ru_maxrss
     survives exec, so a direct child would report Python's RSS as its floor);
@@ -52,9 +54,9 @@ def run_process(cmd, timeout, preload=None, launcher=None, sample_rss=False,
     if launcher:
         full = [launcher, "--report", report] + (["--preload", preload] if preload else []) \
             + ["--"] + list(cmd)
-        env = clean_env()
+        env = clean_env(extra=env)
     else:
-        full, env = list(cmd), clean_env(preload)
+        full, env = list(cmd), clean_env(preload, env)
     try:
         with open(os.path.join(workdir, "out"), "w+b") as out, \
                 open(os.path.join(workdir, "err"), "w+b") as err:

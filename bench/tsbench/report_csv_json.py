@@ -128,7 +128,7 @@ def doc_objects(doc):
     allocators = []
     for a in doc["allocators"]:
         x = Allocator(a["name"], a.get("path"), a.get("kind", "user"), a.get("available", True),
-                      a.get("note", ""))
+                      a.get("note", ""), a.get("env"))
         x.version = a.get("version", "")
         allocators.append(x)
     known = {w.name: w for w in WORKLOADS}

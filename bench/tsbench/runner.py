@@ -69,7 +69,7 @@ def run_once(wl, alloc, bindir, extra_args, timeout, launcher=None):
     (malloc_from names another library) makes it a bad run."""
     cmd = [wl.binary(bindir)] + extra_args
     res, stdout, stderr = run_process(cmd, timeout, preload=alloc.path, launcher=launcher,
-                                      sample_rss=wl.rss_series)
+                                      sample_rss=wl.rss_series, env=alloc.env)
     if res.status != OK:
         if res.status == CRASHED and res.stderr_tail:
             res.reason += ": " + res.stderr_tail.splitlines()[-1][:160]

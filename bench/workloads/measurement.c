@@ -1,9 +1,11 @@
 /* tsb-measurement: the seeds' thread_test_measurement (seed 001).
  *
  * Workload: --threads threads (4) start together; thread t allocates --blocks
- * blocks (20000) of 128..1024 bytes, multiples of 32, drawn from a fixed
- * seed. Every 4th block of an odd thread is freed by the even thread before
- * it, "every 4th iteration": at iteration i an even thread frees the next
+ * blocks (20000) of --min-size..--max-size bytes (128..1024), multiples of 32,
+ * drawn from a fixed seed; --min-size 32 --max-size 524288 is the big-block
+ * variant, whose blocks the program writes only at their ends. Every 4th
+ * block of an odd thread is freed by the even thread before it, "every 4th
+ * iteration": at iteration i an even thread frees the next
  * thread's blocks 0, 4, 8 ... <= i that are already allocated; after its own
  * loop it keeps freeing them, waiting for them to be allocated. The timed
  * part is everything from the start barrier until every thread is done.
@@ -77,6 +79,7 @@ static free_fn do_free;
 static const char *api_name = "malloc";
 static long nthreads = 4, nblocks = 20000, nruns = 1;
 static uint64_t seed = 650;
+static long min_size = 128, max_size = 1024; /* multiples of 32 */
 static const char *csv_path;
 static char *brk_at_start;
 
@@ -117,7 +120,9 @@ static uint64_t mix(uint64_t x) {
 }
 
 static uint32_t block_size(long t, long i) {
-    return 128 + 32 * (uint32_t)(mix(seed ^ ((uint64_t)t << 40) ^ (uint64_t)i) % 29);
+    uint64_t steps = (uint64_t)(max_size - min_size) / 32 + 1;
+    return (uint32_t)min_size +
+           32 * (uint32_t)(mix(seed ^ ((uint64_t)t << 40) ^ (uint64_t)i) % steps);
 }
 
 static uint64_t block_tag(long t, long i) {
@@ -329,6 +334,7 @@ static __attribute__((noreturn)) void usage(int status) {
     fprintf(status ? stderr : stdout,
             "usage: tsb-measurement [--api lock|nolock|malloc] [--threads N] [--blocks N]\n"
             "                       [--runs N] [--csv FILE] [--seed N]\n"
+            "                       [--min-size BYTES] [--max-size BYTES]\n"
             "  the seeds' thread_test_measurement; prints one result line per run\n");
     exit(status);
 }
@@ -357,11 +363,17 @@ int main(int argc, char **argv) {
             nruns = number(v, 1, 1000000), i++;
         else if (!strcmp(a, "--seed"))
             seed = (uint64_t)number(v, 0, 1L << 62), i++;
+        else if (!strcmp(a, "--min-size"))
+            min_size = number(v, 16, 1L << 30), i++;
+        else if (!strcmp(a, "--max-size"))
+            max_size = number(v, 16, 1L << 30), i++;
         else if (!strcmp(a, "--csv") && v)
             csv_path = v, i++;
         else
             usage(2);
     }
+    /* Multiples of 32 from min to max; the tags need 16 bytes. */
+    if (min_size % 32 || max_size % 32 || max_size < min_size) usage(2);
     const char *want_malloc = NULL, *want_free = NULL;
     if (!strcmp(api_name, "lock"))
         want_malloc = "ts_malloc_lock", want_free = "ts_free_lock";

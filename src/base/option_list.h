@@ -53,6 +53,14 @@ TS_OPTION(BINS_CACHE, "BINS_CACHE", BINS, SIZE, TS_MB(16), 0, TS_GB(1024),
 TS_OPTION(BINS_KEEP_CHUNKS, "BINS_KEEP_CHUNKS", BINS, INT, 4, 0, 1024,
           "empty chunks each arena keeps before unmapping more")
 
+/* ---- the seed designs' locks (bestfit, bestfit-tls's sbrk lock, pow2, pow2-partitioned) ---- */
+TS_OPTION(LOCK, "LOCK", SEEDS, TEXT, 0, 0, 0,
+          "futex, pthread or spin: the kind of every seed design lock (unset: each design's own)")
+
+/* ---- libtsalloc-classic (read by the OS layer) ---- */
+TS_OPTION(CLASSIC_BREAK, "CLASSIC_BREAK", CLASSIC, TEXT, 0, 0, 0,
+          "private or sbrk: the break the classic library's designs grow")
+
 /* ---- the override shim, for every design but tsalloc ---- */
 TS_OPTION(SHIM_STATS, "STATS", SHIM, BOOL, 0, 0, 1,
           "print the malloc_stats() summary on stderr at exit")

@@ -5,6 +5,8 @@
  */
 #include "base/options.h"
 
+#include <strings.h>
+
 #define TS_OPTION(id, name, owner, type, def, min, max, help)                                      \
     [TS_OPTID_##id] = {"TSALLOC_" name, TS_OWNER_##owner, TS_OPTTYPE_##type, def, min, max, help},
 const ts_option_desc_t _ts_options[TS_OPTID_COUNT] = {
@@ -22,6 +24,9 @@ const ts_option_owner_desc_t _ts_option_owners[TS_OWNER_COUNT] = {
     [TS_OWNER_BESTFIT] = {"bestfit", "bestfit and bestfit-tls", "bestfit bestfit-tls"},
     [TS_OWNER_POW2] = {"pow2", "pow2 and pow2-partitioned", "pow2 pow2-partitioned"},
     [TS_OWNER_BINS] = {"bins", "bins", "bins"},
+    [TS_OWNER_SEEDS] = {"seeds", "The seed designs' locks",
+                        "bestfit bestfit-tls pow2 pow2-partitioned"},
+    [TS_OWNER_CLASSIC] = {"classic", "libtsalloc-classic", "bestfit bestfit-tls"},
     [TS_OWNER_SHIM] = {"shim", "Every design but tsalloc (the override shim)",
                        "bestfit bestfit-tls pow2 pow2-partitioned bins"},
     [TS_OWNER_RECORD] = {"record", "The trace recorder", ""},
@@ -47,4 +52,16 @@ long long _ts_option_env(ts_option_id_t id, ts_option_origin_t *origin) {
     }
     if (origin) *origin = from;
     return v;
+}
+
+int _ts_option_word(ts_option_id_t id, const char *const *words, int n,
+                    ts_option_origin_t *origin) {
+    const char *s = _ts_env(_ts_options[id].env);
+    ts_option_origin_t from = s ? TS_OPTION_REJECTED : TS_OPTION_DEFAULT;
+    int found = -1;
+    for (int i = 0; s && i < n && found < 0; i++)
+        if (!strcasecmp(s, words[i])) found = i;
+    if (found >= 0) from = TS_OPTION_SET;
+    if (origin) *origin = from;
+    return found;
 }

@@ -30,6 +30,8 @@ typedef enum ts_option_owner {
     TS_OWNER_BESTFIT,
     TS_OWNER_POW2,
     TS_OWNER_BINS,
+    TS_OWNER_SEEDS,
+    TS_OWNER_CLASSIC,
     TS_OWNER_SHIM,
     TS_OWNER_RECORD,
     TS_OWNER_TEST,
@@ -38,7 +40,8 @@ typedef enum ts_option_owner {
 
 /* How a value is written. INT, CHOICE (a few numbered choices) and SIZE
  * (bytes, printed with a k/m/g suffix) all accept the suffixes k, m, g;
- * BOOL also accepts yes/no, true/false, on/off; TEXT is read by its owner. */
+ * BOOL also accepts yes/no, true/false, on/off; TEXT is read by its owner
+ * (a few fixed words through _ts_option_word, other text by itself). */
 typedef enum ts_option_type {
     TS_OPTTYPE_INT,
     TS_OPTTYPE_BOOL,
@@ -81,6 +84,12 @@ typedef enum ts_option_origin {
 /* The value of option `id` from its environment variable, range-checked;
  * origin (may be NULL) tells where it came from. Not for TEXT options. */
 TS_HIDDEN long long _ts_option_env(ts_option_id_t id, ts_option_origin_t *origin);
+
+/* For a TEXT option that takes one of n words: the index of the word its
+ * environment variable names (case insensitive), or -1 when it is unset or
+ * names none of them (origin, may be NULL, tells which). */
+TS_HIDDEN int _ts_option_word(ts_option_id_t id, const char *const *words, int n,
+                              ts_option_origin_t *origin);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -247,6 +248,25 @@ void _ts_os_name(void *addr, size_t size, const char *name) {
 #define PRIVATE_BREAK_MIN_SPAN ((size_t)1 << 26)
 static char *private_base, *private_brk, *private_limit;
 
+/* TSALLOC_CLASSIC_BREAK=sbrk: the designs grow the real program break after
+ * all, so that the program's own sbrk(0) sees the data segment, as the seed
+ * assignment measures it. Read once, under sbrk_lock (-1: not yet). The risk:
+ * glibc's main arena moves the same break under its own lock, not sbrk_lock,
+ * and sbrk() itself reads and sets the break in two steps; two overlapping
+ * growths can return the same memory. Shrinking is guarded on both sides,
+ * but only against calls that do not overlap: _ts_os_sbrk_shrink_if_top
+ * shrinks only if sbrk(0) is still the top it expects, and glibc's trim only
+ * if sbrk(0) is still its own top. See docs/designs-sbrk.md. */
+static int real_break = -1;
+
+static bool use_real_break(void) {
+    if (real_break < 0) {
+        const char *v = getenv("TSALLOC_CLASSIC_BREAK");
+        real_break = v && !strcasecmp(v, "sbrk");
+    }
+    return real_break;
+}
+
 static uintptr_t page_up(uintptr_t a) {
     uintptr_t page = _ts_os_page_size();
     return (a + page - 1) & ~(page - 1);
@@ -266,8 +286,10 @@ static bool private_reserve(void) {
     return false;
 }
 
-/* sbrk on the private break: the old break, or (void *)-1. */
+/* sbrk on the private break (or the real one, see use_real_break): the old
+ * break, or (void *)-1. */
 static void *break_move(intptr_t increment) {
+    if (use_real_break()) return sbrk(increment);
     if (!private_base && !private_reserve()) return (void *)-1;
     char *old = private_brk;
     if (increment > 0) {

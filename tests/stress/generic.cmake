@@ -14,3 +14,16 @@ target_link_libraries(generic_fork PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME "generic_fork[glibc]" COMMAND generic_fork)
 set_tests_properties("generic_fork[glibc]" PROPERTIES TIMEOUT 120)
 ts_preload_test(generic_fork generic_fork TIMEOUT 120)
+
+# The seed designs with each kind of lock TSALLOC_LOCK can choose (their own
+# kind is covered above): the stress test, and fork (the locks' reset in the
+# child) with the two kinds that are not pthread mutexes.
+set(TS_SEED_LOCK_DESIGNS bestfit bestfit-tls pow2 pow2-partitioned)
+foreach(kind futex pthread spin)
+  ts_preload_test("generic_stress_lock=${kind}" generic_stress ARGS 4 3 6000 TIMEOUT 240
+                  DESIGNS ${TS_SEED_LOCK_DESIGNS} ENV TSALLOC_LOCK=${kind})
+endforeach()
+foreach(kind futex spin)
+  ts_preload_test("generic_fork_lock=${kind}" generic_fork TIMEOUT 120
+                  DESIGNS ${TS_SEED_LOCK_DESIGNS} ENV TSALLOC_LOCK=${kind})
+endforeach()

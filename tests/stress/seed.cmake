@@ -22,6 +22,32 @@ if(TARGET tsalloc-classic-static)
       endforeach()
     endforeach()
   endforeach()
+  # Which break the classic library grows: its private one by default, the
+  # program's with TSALLOC_CLASSIC_BREAK=sbrk (sbrk(0) then sees the segment).
+  add_executable(seed_classic_break ${CMAKE_CURRENT_LIST_DIR}/seed_classic_break.c)
+  target_include_directories(seed_classic_break PRIVATE ${TS_TEST_SUPPORT}
+                             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(seed_classic_break PRIVATE tsalloc-classic-static Threads::Threads)
+  foreach(mode lock nolock)
+    foreach(setting default private)
+      add_test(NAME "seed_classic_break[${mode},${setting}]"
+               COMMAND seed_classic_break ${mode} 4 private)
+    endforeach()
+    add_test(NAME "seed_classic_break[${mode},sbrk]" COMMAND seed_classic_break ${mode} 4 sbrk)
+    set_tests_properties("seed_classic_break[${mode},default]" PROPERTIES TIMEOUT 60)
+    set_tests_properties("seed_classic_break[${mode},private]" PROPERTIES TIMEOUT 60
+                         ENVIRONMENT TSALLOC_CLASSIC_BREAK=private)
+    set_tests_properties("seed_classic_break[${mode},sbrk]" PROPERTIES TIMEOUT 60
+                         ENVIRONMENT TSALLOC_CLASSIC_BREAK=sbrk)
+  endforeach()
+  # The seed measurement with the futex mutex and the spin lock (TSALLOC_LOCK).
+  foreach(kind futex spin)
+    foreach(mode lock nolock)
+      set(test "seed_thread_test_measurement[${mode},4,TSALLOC_LOCK=${kind}]")
+      add_test(NAME ${test} COMMAND seed_thread_test_measurement ${mode} 4)
+      set_tests_properties(${test} PROPERTIES TIMEOUT 60 ENVIRONMENT TSALLOC_LOCK=${kind})
+    endforeach()
+  endforeach()
 endif()
 
 if(TARGET tsb-measurement AND TARGET tsalloc-bestfit AND TARGET tsalloc-bestfit-tls)

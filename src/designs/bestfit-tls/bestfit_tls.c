@@ -34,6 +34,7 @@
  * get_data_segment_size / get_data_segment_free_space_size that bestfit
  * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fit_segments.h explains).
  */
+#include "base/lock.h"
 #include "base/thread_exit.h"
 #include "designs/bestfit/debug.h"
 #include "designs/bestfit/fitheap.h"
@@ -59,7 +60,8 @@ static TS_TLS ts_fit_thread_t self;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The sbrk lock: a pthread mutex, or the kind TSALLOC_LOCK names (base/lock.h). */
+static ts_lock_t grow_lock = TS_LOCK_INIT(TS_LOCK_PTHREAD);
 static ts_fit_thread_t *registry; /* under registry_lock */
 static ts_fit_heap_t orphans;     /* under orphan_lock */
 static ts_fit_segs_t segs;        /* written under grow_lock */
@@ -129,9 +131,9 @@ static inline unsigned owner_of(const ts_fit_heap_t *h) {
 static ts_fit_block_t *grow_and_take(ts_fit_heap_t *h, size_t need, bool *clean) {
     for (int i = 0; i < FIT_GROW_TRIES; i++) {
         size_t inc = fit_grow_size(&config, need);
-        pthread_mutex_lock(&grow_lock);
+        ts_lock(&grow_lock);
         void *old = fit_segs_obtain(&segs, &inc);
-        pthread_mutex_unlock(&grow_lock);
+        ts_unlock(&grow_lock);
         if (!old) return NULL;
         fit_add_chunk(h, old, inc);
         ts_fit_block_t *b = fit_take(h, &config, need, owner_of(h), clean);
@@ -145,9 +147,9 @@ static ts_fit_block_t *grow_and_take(ts_fit_heap_t *h, size_t need, bool *clean)
 static inline void maybe_trim(ts_fit_heap_t *h, ts_fit_free_t *f) {
     if (f && ts_unlikely(f->size > config.trim_threshold) &&
         fit_end(f) == FIT_LOAD(segs.last_end)) {
-        pthread_mutex_lock(&grow_lock);
+        ts_lock(&grow_lock);
         fit_give_back(h, &segs, f, 0);
-        pthread_mutex_unlock(&grow_lock);
+        ts_unlock(&grow_lock);
     }
 }
 
@@ -303,9 +305,9 @@ size_t _ts_bestfit_tls_usable_size(const void *ptr) {
 static bool trim_heap(ts_fit_heap_t *h, size_t pad) {
     ts_fit_free_t *top = fit_break_top(h, &segs);
     if (!top) return false;
-    pthread_mutex_lock(&grow_lock);
+    ts_lock(&grow_lock);
     bool released = fit_give_back(h, &segs, top, pad);
-    pthread_mutex_unlock(&grow_lock);
+    ts_unlock(&grow_lock);
     return released;
 }
 
@@ -353,17 +355,17 @@ static void thread_exit(void *arg) {
 void _ts_bestfit_tls_atfork_prepare(void) {
     pthread_mutex_lock(&registry_lock);
     pthread_mutex_lock(&orphan_lock);
-    pthread_mutex_lock(&grow_lock);
+    ts_lock(&grow_lock);
 }
 
 void _ts_bestfit_tls_atfork_parent(void) {
-    pthread_mutex_unlock(&grow_lock);
+    ts_unlock(&grow_lock);
     pthread_mutex_unlock(&orphan_lock);
     pthread_mutex_unlock(&registry_lock);
 }
 
 void _ts_bestfit_tls_atfork_child(void) {
-    pthread_mutex_init(&grow_lock, NULL);
+    _ts_lock_reinit(&grow_lock);
     pthread_mutex_init(&orphan_lock, NULL);
     pthread_mutex_init(&registry_lock, NULL);
     /* Only this thread survives; the others' heaps (and free blocks) are lost,

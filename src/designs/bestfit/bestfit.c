@@ -1,7 +1,8 @@
 /* The bestfit design, the seeds' locking version (ts_malloc_lock /
  * ts_free_lock): one heap of best-fit free blocks (fitheap.h) grown with sbrk
- * (or with mmap when the break cannot grow), and one pthread mutex held across
- * every call that touches it. Blocks carry owner 0.
+ * (or with mmap when the break cannot grow), and one lock (an adaptive pthread
+ * mutex, or the kind TSALLOC_LOCK names) held across every call that touches
+ * it. Blocks carry owner 0.
  *
  * Invariants: heap and config are read and written only with heap_lock held
  * (config is loaded under it on first use). segs is written under grow_lock
@@ -21,22 +22,23 @@
 #include "designs/design.h"
 #include "tsalloc/classic.h"
 
-#include <pthread.h>
+#include "base/lock.h"
 
 TS_DESIGN_DECLARE(bestfit)
 TS_HIDDEN size_t _ts_bestfit_segment_bytes(void);
 TS_HIDDEN size_t _ts_bestfit_free_space_bytes(void);
 
-/* Adaptive: spins briefly before sleeping, as critical sections are short. */
-static pthread_mutex_t heap_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER; /* segs writes */
+/* Adaptive: spins briefly before sleeping, as critical sections are short.
+ * TSALLOC_LOCK may make both locks futex mutexes or spin locks (base/lock.h). */
+static ts_lock_t heap_lock = TS_LOCK_INIT_ADAPTIVE;
+static ts_lock_t grow_lock = TS_LOCK_INIT(TS_LOCK_PTHREAD); /* segs writes */
 static ts_fit_heap_t heap;
 static ts_fit_segs_t segs;
 static ts_fit_config_t config;
 static bool config_loaded;
 
 static inline void lock(void) {
-    pthread_mutex_lock(&heap_lock);
+    ts_lock(&heap_lock);
     if (ts_unlikely(!config_loaded)) {
         fit_config_load(&config);
         config_loaded = true;
@@ -44,7 +46,7 @@ static inline void lock(void) {
 }
 
 static inline void unlock(void) {
-    pthread_mutex_unlock(&heap_lock);
+    ts_unlock(&heap_lock);
 }
 
 /* Best fit, growing the heap when nothing fits. Called with heap_lock held;
@@ -54,10 +56,10 @@ static ts_fit_block_t *take(size_t need, bool *clean) {
     for (int i = 0; !b && i < FIT_GROW_TRIES; i++) {
         size_t inc = fit_grow_size(&config, need);
         unlock();
-        pthread_mutex_lock(&grow_lock);
+        ts_lock(&grow_lock);
         void *old = fit_segs_obtain(&segs, &inc);
-        pthread_mutex_unlock(&grow_lock);
-        if (old) fit_prefault(old, inc, config.grow_chunk);
+        ts_unlock(&grow_lock);
+        if (old) fit_prefault(old, inc, need, config.grow_chunk);
         lock();
         if (!old)
             return fit_take(&heap, &config, need, 0, clean); /* another thread may have grown */
@@ -70,9 +72,9 @@ static ts_fit_block_t *take(size_t need, bool *clean) {
 /* Gives the top back when free block f ends at the break and is over the
  * threshold. Under heap_lock. */
 static inline void give_back(ts_fit_free_t *f, size_t keep) {
-    pthread_mutex_lock(&grow_lock);
+    ts_lock(&grow_lock);
     fit_give_back(&heap, &segs, f, keep);
-    pthread_mutex_unlock(&grow_lock);
+    ts_unlock(&grow_lock);
 }
 
 static inline void maybe_trim(ts_fit_free_t *f) {
@@ -188,9 +190,9 @@ int _ts_bestfit_trim(size_t pad) {
     ts_fit_free_t *top = fit_break_top(&heap, &segs);
     bool released = false;
     if (top) {
-        pthread_mutex_lock(&grow_lock);
+        ts_lock(&grow_lock);
         released = fit_give_back(&heap, &segs, top, pad);
-        pthread_mutex_unlock(&grow_lock);
+        ts_unlock(&grow_lock);
     }
     unlock();
     return released;
@@ -203,31 +205,27 @@ void _ts_bestfit_info(ts_heap_info_t *info) {
     info->mmapped_count = 0;
     info->free = FIT_LOAD(heap.free_bytes);
     info->releasable = top ? top->size - FIT_MIN_BLOCK : 0;
-    pthread_mutex_lock(&grow_lock); /* obtained and wasted of one moment */
+    ts_lock(&grow_lock); /* obtained and wasted of one moment */
     info->arena = FIT_LOAD(segs.obtained);
     info->in_use = info->arena - FIT_LOAD(segs.wasted) - info->free;
     info->peak = FIT_LOAD(segs.peak);
-    pthread_mutex_unlock(&grow_lock);
+    ts_unlock(&grow_lock);
     unlock();
 }
 
 void _ts_bestfit_atfork_prepare(void) {
-    pthread_mutex_lock(&heap_lock);
-    pthread_mutex_lock(&grow_lock);
+    ts_lock(&heap_lock);
+    ts_lock(&grow_lock);
 }
 
 void _ts_bestfit_atfork_parent(void) {
-    pthread_mutex_unlock(&grow_lock);
-    pthread_mutex_unlock(&heap_lock);
+    ts_unlock(&grow_lock);
+    ts_unlock(&heap_lock);
 }
 
 void _ts_bestfit_atfork_child(void) {
-    pthread_mutex_init(&grow_lock, NULL);
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-    pthread_mutex_init(&heap_lock, &attr);
-    pthread_mutexattr_destroy(&attr);
+    _ts_lock_reinit(&grow_lock);
+    _ts_lock_reinit(&heap_lock);
 }
 
 /* ---- the seed API --------------------------------------------------------- */

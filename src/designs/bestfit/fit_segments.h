@@ -206,13 +206,19 @@ static inline void *fit_segs_obtain(ts_fit_segs_t *s, size_t *incp) {
     return old;
 }
 
-/* Touches the pages of a chunk just obtained, so that the first-touch page
- * faults of the block headers soon written there are taken here, by the
- * growing thread outside any heap lock, and not later inside one. Only the
- * first `limit` bytes: a large block may never be touched by its user. The
- * memory is fresh and ours: writing zeros changes nothing. */
-static inline void fit_prefault(void *old, size_t inc, size_t limit) {
+/* Touches the pages of a chunk just obtained for a block of `need` bytes, so
+ * that the first-touch page faults of the block headers soon written there
+ * are taken here, by the growing thread outside any heap lock, and not later
+ * inside one. Only where headers are sure to come: a chunk grown for a block
+ * smaller than a page is carved into many such blocks, a header or more per
+ * page, so its pages are touched up to `limit` bytes (the grow chunk). For a
+ * larger block nothing is touched: its header usually lands in the old top
+ * (fit_add_chunk extends it), the rest of the chunk is payload the program
+ * may never write, and a page touched here stays resident. The memory is
+ * fresh and ours: writing zeros changes nothing. */
+static inline void fit_prefault(void *old, size_t inc, size_t need, size_t limit) {
     size_t page = _ts_os_page_size();
+    if (need >= page) return;
     volatile char *p = old, *end = (char *)old + (inc < limit ? inc : limit);
     *p = 0;
     for (p = (volatile char *)ts_align_up_ptr((uintptr_t)old, page); p < end; p += page) *p = 0;
@@ -228,11 +234,19 @@ static inline void fit_add_chunk(ts_fit_heap_t *h, void *old, size_t inc) {
     uintptr_t start = ts_align_up_ptr((uintptr_t)old, 16), end = ((uintptr_t)old + inc) & ~15ul;
     if (end <= start || end - start < FIT_MIN_BLOCK) return; /* only slack: counted as wasted */
     ts_fit_free_t *r = h->reserve;
-    if (r && fit_end(r) != start) { /* the old top is no longer the top */
+    if (r && fit_end(r) == start) {
+        /* The reserve grows over the chunk; no header is written in it, so
+         * none of its pages is touched and all of it stays clean. */
+        fit_set_free(r, end - (uintptr_t)r);
+        fit_add_free(h, end - start);
+        h->top_end = end;
+        return;
+    }
+    if (r) { /* the old top is no longer the top */
         h->reserve = NULL;
         fit_index_insert(h, r);
     }
-    if (!h->reserve) h->clean_from = start; /* below it, nothing is known to be clean */
+    h->clean_from = start; /* below it, nothing is known to be clean */
     h->top_end = end;
     ts_fit_free_t *x = (ts_fit_free_t *)start;
     fit_set_free(x, end - start);

@@ -354,9 +354,9 @@ void *P2(malloc)(size_t size) {
     if (ts_unlikely(size > POW2_HEAP_MAX_REQUEST)) return P2(huge_alloc)(size, 0);
     unsigned k = pow2_order_for(size + POW2_HDR);
     pow2_part_t *pt = my_part();
-    ts_spin_lock(&pt->lock);
+    ts_lock(&pt->lock);
     pow2_hdr_t *b = part_take(pt, k);
-    ts_spin_unlock(&pt->lock);
+    ts_unlock(&pt->lock);
     if (ts_unlikely(!b)) {
         errno = ENOMEM;
         return NULL;
@@ -381,13 +381,13 @@ void *P2(memalign)(size_t align, size_t size) {
      * gets block + align, with a redirect header just before it. */
     unsigned k = pow2_order_for(size + align);
     pow2_part_t *pt = my_part();
-    ts_spin_lock(&pt->lock);
+    ts_lock(&pt->lock);
     pow2_hdr_t *b = part_take(pt, k);
     if (b) {
         pow2_set_hdr(b, k, POW2_USED_ALIGNED, (uint32_t)align);
         pow2_set_hdr((char *)b + align - POW2_HDR, k, POW2_REDIRECT, (uint32_t)align);
     }
-    ts_spin_unlock(&pt->lock);
+    ts_unlock(&pt->lock);
     if (!b) {
         errno = ENOMEM;
         return NULL;
@@ -429,17 +429,17 @@ void P2(free)(void *ptr) {
         return;
     }
     pow2_part_t *pt = &P2(parts)[part];
-    ts_spin_lock(&pt->lock);
+    ts_lock(&pt->lock);
     /* Checked again under the lock: two threads freeing one block. */
     if (ts_unlikely(b->state != POW2_USED)) {
         if (b->state != POW2_USED_ALIGNED) {
-            ts_spin_unlock(&pt->lock);
+            ts_unlock(&pt->lock);
             _ts_double_free("free", ptr);
         }
         ((pow2_hdr_t *)ptr - 1)->magic = 0; /* the redirect header */
     }
     part_release(pt, b, b->order);
-    ts_spin_unlock(&pt->lock);
+    ts_unlock(&pt->lock);
 }
 
 size_t P2(usable_size)(const void *ptr) {
@@ -479,9 +479,9 @@ void *P2(realloc)(void *ptr, size_t size) {
     if (kind == POW2_LOOK_NOT_HEAP) return realloc_huge(ptr, size);
     if (ts_unlikely(kind != POW2_LOOK_USED)) _ts_invalid_pointer("realloc", ptr);
     pow2_part_t *pt = &P2(parts)[part];
-    ts_spin_lock(&pt->lock);
+    ts_lock(&pt->lock);
     if (ts_unlikely(b->state != POW2_USED && b->state != POW2_USED_ALIGNED)) {
-        ts_spin_unlock(&pt->lock);
+        ts_unlock(&pt->lock);
         _ts_invalid_pointer("realloc", ptr);
     }
     unsigned k = b->order;
@@ -493,10 +493,10 @@ void *P2(realloc)(void *ptr, size_t size) {
             part_shrink(pt, b, k, k2);
         else if (k2 > k)
             nb = part_grow(pt, b, k, k2);
-        ts_spin_unlock(&pt->lock);
+        ts_unlock(&pt->lock);
         if (nb) return (char *)nb + POW2_HDR;
     } else {
-        ts_spin_unlock(&pt->lock);
+        ts_unlock(&pt->lock);
         if (size <= usable) return ptr; /* aligned blocks keep their place */
     }
     return realloc_move(ptr, usable, size);
@@ -508,7 +508,7 @@ int P2(trim)(size_t pad) {
      * so that the top can go and the rest be purged. */
     for (unsigned i = 0; i < n; i++) {
         pow2_part_t *pt = &P2(parts)[i];
-        ts_spin_lock(&pt->lock);
+        ts_lock(&pt->lock);
         if (lazy_total(pt)) part_flush(pt);
         pow2_free_t *spare = pt->lists[POW2_MAX_ORDER - POW2_MIN_ORDER];
         if (spare) {
@@ -518,7 +518,7 @@ int P2(trim)(size_t pad) {
             P2(chunk_put)(spare);
             pow2_heap_leave();
         }
-        ts_spin_unlock(&pt->lock);
+        ts_unlock(&pt->lock);
     }
     pow2_central_lock();
     bool released = P2(release_top)(true, pad);
@@ -529,14 +529,14 @@ int P2(trim)(size_t pad) {
 
 void P2(lock_all)(void) {
     unsigned n = pow2_nparts();
-    for (unsigned i = 0; i < n; i++) ts_spin_lock(&P2(parts)[i].lock);
+    for (unsigned i = 0; i < n; i++) ts_lock(&P2(parts)[i].lock);
     pow2_heap_enter();
 }
 
 void P2(unlock_all)(void) {
     unsigned n = pow2_nparts();
     pow2_heap_leave();
-    for (unsigned i = n; i-- > 0;) ts_spin_unlock(&P2(parts)[i].lock);
+    for (unsigned i = n; i-- > 0;) ts_unlock(&P2(parts)[i].lock);
 }
 
 void P2(counters)(pow2_counters_t *out) {
@@ -587,6 +587,6 @@ void P2(atfork_parent)(void) {
 
 void P2(atfork_child)(void) {
     for (unsigned i = 0; i < POW2_PART_SLOTS; i++)
-        ts_spin_init(&P2(parts)[i].lock);
-    ts_spin_init(&P2(central).lock);
+        _ts_lock_reinit(&P2(parts)[i].lock);
+    _ts_lock_reinit(&P2(central).lock);
 }

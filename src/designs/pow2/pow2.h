@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/spinlock.h"
+#include "base/lock.h"
 #include "designs/design.h"
 
 #ifndef POW2_PARTITIONED
@@ -132,7 +132,7 @@ static inline unsigned pow2_order_for(size_t bytes) {
 /* ---- partitions ------------------------------------------------------------ */
 
 typedef struct pow2_part {
-    ts_spinlock_t lock;
+    ts_lock_t lock; /* a spin lock unless TSALLOC_LOCK says otherwise */
     uint32_t nonempty; /* bit k - POW2_MIN_ORDER: lists[k - POW2_MIN_ORDER] not empty */
     pow2_free_t *lists[POW2_ORDERS];
     pow2_free_t *lazy[POW2_ORDERS]; /* lazy blocks by order, most recently freed first */
@@ -187,7 +187,7 @@ typedef struct pow2_reg_entry {
 } pow2_reg_entry_t;
 
 typedef struct pow2_central {
-    ts_spinlock_t lock;  /* the partitioned design only; see pow2_central_lock */
+    ts_lock_t lock;    /* the partitioned design only; see pow2_central_lock */
     pow2_free_t *pool; /* whole free chunks, most recently freed first */
     size_t pool_chunks;
     uintptr_t brk_top; /* where our last sbrk left the break (0: never) */
@@ -205,17 +205,17 @@ TS_HIDDEN extern pow2_central_t P2(central);
 
 /* The central lock for callers that hold no partition lock. */
 static inline void pow2_central_lock(void) {
-    ts_spin_lock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
+    ts_lock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
 }
 static inline void pow2_central_unlock(void) {
-    ts_spin_unlock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
+    ts_unlock(pow2_partitioned ? &P2(central).lock : &P2(parts)[0].lock);
 }
 /* The central state from code holding a partition lock. */
 static inline void pow2_heap_enter(void) {
-    if (pow2_partitioned) ts_spin_lock(&P2(central).lock);
+    if (pow2_partitioned) ts_lock(&P2(central).lock);
 }
 static inline void pow2_heap_leave(void) {
-    if (pow2_partitioned) ts_spin_unlock(&P2(central).lock);
+    if (pow2_partitioned) ts_unlock(&P2(central).lock);
 }
 
 /* heap.c: all with the central state entered. */

@@ -3,6 +3,9 @@
 #   make test     build, then run every test through ctest
 #   make bench    build, then run tsbench on the default workloads
 #   make install  install headers, libraries and tsalloc.pc (PREFIX=/usr/local)
+#   make fuzz     libFuzzer targets of each design (clang) [FUZZ_DESIGN=tsalloc|bins|...]
+#                 [FUZZ_SECONDS=60 a design]; prints edges reached per file of src/
+#   make soak     a long multi-threaded load on each design [SOAK_MINUTES=2 a design]
 BUILD     ?= build
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
@@ -10,7 +13,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 VENV      ?= .venv
 BENCH_ARGS ?=
 
-.PHONY: all build test bench install clean format venv
+.PHONY: all build test bench install clean format venv fuzz soak
 
 all: build
 
@@ -37,6 +40,20 @@ venv: $(VENV)/bin/python
 
 bench: build venv
 	$(VENV)/bin/python bench/tsbench --build $(BUILD) --install-peers $(BENCH_ARGS)
+
+# Fuzzing needs clang (CI does not): a build folder of its own.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_DESIGN  ?= all
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v clang >/dev/null 2>&1 || { echo "make fuzz needs clang: apt-get install -y clang"; exit 1; }
+	cmake -S . -B $(FUZZ_BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release \
+	      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTSALLOC_FUZZ=ON
+	tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) "$(FUZZ_DESIGN)" $(FUZZ_SECONDS) $(JOBS)
+
+SOAK_MINUTES ?= 2
+soak: build
+	tests/soak/run_soak.sh $(BUILD) $(SOAK_MINUTES) $(VENV)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -3,11 +3,9 @@
  * slots. Every live block carries a pattern that is verified before it is
  * resized or freed, and every returned pointer must be aligned and usable.
  *
- * Built two ways:
- * - ops_fuzz: a deterministic driver (ctest) that runs many pseudo-random
- *   programs, under LD_PRELOAD of each design;
- * - ops_libfuzzer (with clang, -DTSALLOC_LIBFUZZER=ON): a libFuzzer target,
- *   run with LD_PRELOAD of a design to fuzz it.
+ * A deterministic driver (ctest) that runs many pseudo-random programs
+ * under LD_PRELOAD of each design, through the override shim's entry points.
+ * The coverage-guided fuzzing with the model oracle is fuzz_harness.c.
  */
 #include "check.h"
 
@@ -113,11 +111,6 @@ int run_ops(const uint8_t *data, size_t len) {
     return 0;
 }
 
-#ifdef TS_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
-    return run_ops(data, len);
-}
-#else
 /* usage: ops_fuzz [programs=2000] [seed=1] */
 int main(int argc, char **argv) {
     ts_require_preloaded();
@@ -132,4 +125,3 @@ int main(int argc, char **argv) {
     printf("ops_fuzz: ok (%ld programs)\n", programs);
     return 0;
 }
-#endif

@@ -1,0 +1,53 @@
+/* One design's entry points as an fz_api_t, compiled once per design with
+ * -DTS_DESIGN=<identifier> -DTS_DESIGN_NAME="<name>". The design is linked
+ * into the program without the override shim, so the program's malloc stays
+ * glibc's (or ASan's): the fuzzer's own allocations never reach the design,
+ * and the design's code is compiled with coverage instrumentation.
+ * The edge cases are those of designs/family.h, as in the shim. */
+#include "designs/family.h"
+
+#include <errno.h>
+
+#include "fuzz_api.h"
+
+static void *d_malloc(size_t size) {
+    return _TS_D(malloc)(size);
+}
+static void d_free(void *ptr) {
+    _TS_D(free)(ptr);
+}
+static void *d_calloc(size_t count, size_t size) {
+    return ts_family_calloc(count, size);
+}
+static void *d_realloc(void *ptr, size_t size) {
+    return ts_family_realloc(ptr, size);
+}
+static void *d_memalign(size_t align, size_t size) {
+    return ts_family_memalign(align, size);
+}
+static void *d_aligned_alloc(size_t align, size_t size) {
+    return ts_family_aligned_alloc(align, size);
+}
+/* As the shim's posix_memalign: the error is the result, errno is kept. */
+static int d_posix_memalign(void **out, size_t align, size_t size) {
+    if (!ts_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = ts_family_memalign(align, size);
+    if (!p) {
+        int err = errno == EINVAL ? EINVAL : ENOMEM;
+        errno = saved;
+        return err;
+    }
+    *out = p;
+    return 0;
+}
+static size_t d_usable_size(void *ptr) {
+    return ptr ? _TS_D(usable_size)(ptr) : 0;
+}
+static int d_trim(size_t pad) {
+    return _TS_D(trim)(pad);
+}
+
+const fz_api_t fz_design = {TS_DESIGN_NAME, 16,       d_malloc,         d_free,
+                            d_calloc,       d_realloc, d_memalign,      d_aligned_alloc,
+                            d_posix_memalign, d_usable_size, d_trim};

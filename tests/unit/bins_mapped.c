@@ -22,6 +22,13 @@ static int nocache;
 static void tag_pages(unsigned char *p, size_t n, unsigned char seed) {
     for (size_t i = 0; i < n; i += 4096) p[i] = (unsigned char)(seed + i / 4096);
 }
+/* Asks for the block's whole usable size (realloc within it keeps the
+ * block): a test that writes all of it then writes only what it asked for. */
+static unsigned char *whole(unsigned char *p) {
+    unsigned char *w = realloc(p, malloc_usable_size(p));
+    CHECK(w == p);
+    return w;
+}
 static int pages_tagged(const unsigned char *p, size_t n, unsigned char seed) {
     for (size_t i = 0; i < n; i += 4096)
         if (p[i] != (unsigned char)(seed + i / 4096)) return 0;
@@ -54,7 +61,8 @@ static void test_big_bins(void) {
     CHECK(p && (uintptr_t)p % 4096 == 0 && _ts_bins_block_is_mapped(p));
     CHECK_EQ(_ts_bins_block_bin(p), 22);
     CHECK_EQ(malloc_usable_size(p), 4 * MiB);
-    tag_pages(p, 4 * MiB, 3);
+    p = whole(p);
+    tag_pages(p, malloc_usable_size(p), 3);
     CHECK(pages_tagged(p, 4 * MiB, 3));
     CHECK_EQ(mallinfo2().hblks, before.hblks + 1);
     free(p);
@@ -264,18 +272,22 @@ static void test_realloc_moves(void) {
     /* A bin block: 3 MiB (bin 22) grows to 40 MiB (bin 26). */
     unsigned char *p = malloc(3 * MiB);
     CHECK(p);
-    tag_pages(p, 4 * MiB, 21);
+    CHECK_EQ(malloc_usable_size(p), 4 * MiB);
+    p = whole(p);
+    tag_pages(p, malloc_usable_size(p), 21);
     unsigned char *q = grow_by_moving(p, 4 * MiB, 40 * MiB, 21);
     CHECK_EQ(((uintptr_t)q - BINS_MAPPED_OFFSET) % BINS_CHUNK_SIZE, 0);
     CHECK_EQ(_ts_bins_block_bin(q), 26);
     CHECK_EQ(malloc_usable_size(q), 64 * MiB);
     CHECK(q[4 * MiB] == 0 && q[64 * MiB - 1] == 0); /* the new pages: fresh zeros */
-    tag_pages(q, 64 * MiB, 22);
+    q = whole(q);
+    tag_pages(q, malloc_usable_size(q), 22);
     /* The moved block shrinks in place, and grows back in place into the
      * range it just gave up (mremap needs it to be a single mapping). */
     unsigned char *r = realloc(q, 5 * MiB);
     CHECK_MSG(r == q, "a moved block did not shrink in place: %p -> %p", (void *)q, (void *)r);
     CHECK_EQ(malloc_usable_size(r), 8 * MiB);
+    r = whole(r);
     CHECK(pages_tagged(r, 8 * MiB, 22));
     r = realloc(q, 40 * MiB);
     CHECK_MSG(r == q, "a moved block did not grow in place: %p -> %p", (void *)q, (void *)r);
@@ -303,7 +315,9 @@ static void test_realloc_prefers_cache(void) {
     free(cached);
     unsigned char *p = malloc(3 * MiB); /* bin 22 */
     CHECK(p);
-    tag_pages(p, 4 * MiB, 40);
+    CHECK_EQ(malloc_usable_size(p), 4 * MiB);
+    p = whole(p);
+    tag_pages(p, malloc_usable_size(p), 40);
     void *blocker = block_after(p);
     unsigned char *q = realloc(p, 6 * MiB);
     CHECK(q && q != p && pages_tagged(q, 4 * MiB, 40));
@@ -325,7 +339,9 @@ static void grow_blocked_refused(unsigned ops, long skip, long count, long refus
     malloc_trim(0);
     unsigned char *p = malloc(3 * MiB);
     CHECK(p);
-    tag_pages(p, 4 * MiB, 30);
+    CHECK_EQ(malloc_usable_size(p), 4 * MiB);
+    p = whole(p);
+    tag_pages(p, malloc_usable_size(p), 30);
     void *blocker = block_after(p);
     long failures = _ts_os_test_failures();
     _ts_os_test_fail(ops, skip, count);
@@ -337,7 +353,8 @@ static void grow_blocked_refused(unsigned ops, long skip, long count, long refus
     CHECK(pages_tagged(q, 4 * MiB, 30));
     CHECK_EQ(_ts_bins_block_bin(q), 25);
     CHECK_EQ(malloc_usable_size(q), 32 * MiB);
-    tag_pages(q, 32 * MiB, 31);
+    q = whole(q);
+    tag_pages(q, malloc_usable_size(q), 31);
     CHECK(pages_tagged(q, 32 * MiB, 31));
     free(q);
     if (blocker) _ts_os_unmap(blocker, 4096);

@@ -115,6 +115,10 @@ void test_realloc(void) {
     unsigned char *b = malloc(100);
     CHECK_MSG((uintptr_t)b == R + 128 + 16, "b = %p, expected R+128 = %p", (void *)b,
               (void *)(R + 128 + 16));
+    /* The whole block (112 bytes) asked for, in place: it moves whole. */
+    CHECK_EQ(malloc_usable_size(b), 112);
+    b = realloc(b, 112);
+    CHECK((uintptr_t)b == R + 128 + 16);
     ts_fill(b, 112, 3);
     free(r);
     /* Lazy merging keeps r unmerged; growth takes lazy buddies as well. */

@@ -19,7 +19,7 @@ for d in $designs; do
     log=$work/log.txt
     echo "== fuzz_$d: $seconds s (log: $log)"
     # -print_coverage=1 lists every instrumented function with its edges.
-    if ! "$build/bin/fuzz_$d" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=4096 \
+    if ! "$build/bin/fuzz_$d" -max_total_time="$seconds" -max_len=4096 -len_control=0 -rss_limit_mb=4096 \
         -print_final_stats=1 -print_coverage=1 -artifact_prefix="$work/" \
         "$work/corpus" "$src/tests/fuzz/corpus" >"$log" 2>&1; then
         status=1

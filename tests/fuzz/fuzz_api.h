@@ -19,6 +19,7 @@ typedef struct fz_api {
     int (*posix_memalign)(void **out, size_t align, size_t size);
     size_t (*usable_size)(void *ptr);
     int (*trim)(size_t pad);
+    size_t (*footprint)(void); /* memory from the OS: mallinfo2's arena + hblkhd */
 } fz_api_t;
 
 /* The design the program is linked with (fuzz_design.c, one per design). */

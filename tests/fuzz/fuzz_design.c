@@ -48,6 +48,13 @@ static int d_trim(size_t pad) {
     return _TS_D(trim)(pad);
 }
 
-const fz_api_t fz_design = {TS_DESIGN_NAME, 16,       d_malloc,         d_free,
-                            d_calloc,       d_realloc, d_memalign,      d_aligned_alloc,
-                            d_posix_memalign, d_usable_size, d_trim};
+static size_t d_footprint(void) {
+    ts_heap_info_t info = {0};
+    _TS_D(info)(&info);
+    return info.arena + info.mmapped;
+}
+
+const fz_api_t fz_design = {
+    TS_DESIGN_NAME, 16,         d_malloc,        d_free,           d_calloc,
+    d_realloc,      d_memalign, d_aligned_alloc, d_posix_memalign, d_usable_size,
+    d_trim,         d_footprint};

@@ -14,6 +14,8 @@
  *   byte is writable;
  * - calloc's memory reads as zero; realloc keeps the contents up to the
  *   smaller size; every block's pattern is intact when it is next touched;
+ * - the allocator's statistics (mallinfo2's arena + hblkhd) cover the live
+ *   requested bytes;
  * - impossible requests (sizes near SIZE_MAX, calloc overflow) give NULL and
  *   errno = ENOMEM, and a failed realloc leaves the block as it was;
  *   posix_memalign rejects a bad alignment with EINVAL.
@@ -97,11 +99,11 @@ static void fill(fz_slot_t *s) {
 static void verify(const fz_slot_t *s, size_t upto, const char *when) {
     size_t n = s->size < upto ? s->size : upto;
     for (size_t i = 0; i < n && i < EDGE; i++)
-        FZ_CHECK(s->ptr[i] == pattern(s->tag, i), "%s: block %p (%zu bytes) byte %zu changed",
-                 when, (void *)s->ptr, s->size, i);
+        FZ_CHECK(s->ptr[i] == pattern(s->tag, i), "%s: block %p (%zu bytes) byte %zu changed", when,
+                 (void *)s->ptr, s->size, i);
     for (size_t i = s->size > EDGE ? s->size - EDGE : EDGE; i < n; i++)
-        FZ_CHECK(s->ptr[i] == pattern(s->tag, i), "%s: block %p (%zu bytes) byte %zu changed",
-                 when, (void *)s->ptr, s->size, i);
+        FZ_CHECK(s->ptr[i] == pattern(s->tag, i), "%s: block %p (%zu bytes) byte %zu changed", when,
+                 (void *)s->ptr, s->size, i);
 }
 
 static void check_live(const fz_slot_t *s, const char *when) {
@@ -123,8 +125,8 @@ static void adopt(fz_slot_t *s, void *p, size_t size, size_t align) {
         const fz_slot_t *o = &fz.slots[i];
         if (!o->ptr || o == s) continue;
         uintptr_t olo = (uintptr_t)o->ptr, ohi = olo + (o->usable ? o->usable : 1);
-        FZ_CHECK(hi <= olo || ohi <= lo, "%p (+%zu) overlaps live %p (+%zu)", p, u,
-                 (void *)o->ptr, o->usable);
+        FZ_CHECK(hi <= olo || ohi <= lo, "%p (+%zu) overlaps live %p (+%zu)", p, u, (void *)o->ptr,
+                 o->usable);
     }
     s->ptr = p;
     s->size = size;
@@ -145,24 +147,36 @@ static void release(fz_slot_t *s) {
  * (small, medium, page-sized, large, mapped on their own). */
 static size_t decode_size(unsigned scale, size_t v) {
     switch (scale % 8) {
-    case 0: return v % 64;
-    case 1: return v % 1024;
-    case 2: return v % 16384;
-    case 3: return v % 262144;
-    case 4: return v * 32 % (2u << 20);
-    case 5: return v * 128 % (8u << 20);
-    case 6: return v % 4096 + 4096 * (v % 3); /* around page multiples */
-    default: return v;
+    case 0:
+        return v % 64;
+    case 1:
+        return v % 1024;
+    case 2:
+        return v % 16384;
+    case 3:
+        return v % 262144;
+    case 4:
+        return v * 32 % (2u << 20);
+    case 5:
+        return v * 128 % (8u << 20);
+    case 6:
+        return v % 4096 + 4096 * (v % 3); /* around page multiples */
+    default:
+        return v;
     }
 }
 
 /* Requests no allocator can satisfy. */
 static size_t impossible_size(size_t v) {
     switch (v % 4) {
-    case 0: return SIZE_MAX - v % 4096;
-    case 1: return (size_t)PTRDIFF_MAX + 1 + v;
-    case 2: return SIZE_MAX / 2 + (v << 12);
-    default: return SIZE_MAX - (v << 20);
+    case 0:
+        return SIZE_MAX - v % 4096;
+    case 1:
+        return (size_t)PTRDIFF_MAX + 1 + v;
+    case 2:
+        return SIZE_MAX / 2 + (v << 12);
+    default:
+        return SIZE_MAX - (v << 20);
     }
 }
 
@@ -181,6 +195,7 @@ enum {
     OP_EXIT, /* the thread ends, its blocks stay live */
     OP_MALLOC2,
     OP_FREE2,
+    OP_FOOTPRINT, /* the allocator's statistics cover the live blocks */
     NOPS
 };
 
@@ -261,10 +276,18 @@ static char run_op(const fz_op_t *op) {
         void *p = (void *)0x1;
         errno = 0;
         switch (op->b % 5) {
-        case 0: p = fz.api->malloc(huge); break;
-        case 1: p = fz.api->calloc(huge / 2 + 2, 3); break;
-        case 2: p = fz.api->memalign((size_t)64 << (op->a % 8), huge); break;
-        case 3: p = fz.api->calloc(huge, 1); break;
+        case 0:
+            p = fz.api->malloc(huge);
+            break;
+        case 1:
+            p = fz.api->calloc(huge / 2 + 2, 3);
+            break;
+        case 2:
+            p = fz.api->memalign((size_t)64 << (op->a % 8), huge);
+            break;
+        case 3:
+            p = fz.api->calloc(huge, 1);
+            break;
         default:
             if (!s->ptr) return OUT_SKIP;
             check_live(s, "before realloc to the impossible");
@@ -297,6 +320,14 @@ static char run_op(const fz_op_t *op) {
     case OP_TRIM:
         fz.api->trim(op->a % 4 == 0 ? 0 : op->a); /* the answer may differ */
         return OUT_DONE;
+    case OP_FOOTPRINT: {
+        size_t live = 0;
+        for (int i = 0; i < SLOTS; i++)
+            if (fz.slots[i].ptr) live += fz.slots[i].size;
+        size_t have = fz.api->footprint();
+        FZ_CHECK(have >= live, "statistics: %zu bytes from the OS, %zu bytes live", have, live);
+        return OUT_DONE;
+    }
     default:
         return OUT_SKIP;
     }
@@ -409,7 +440,16 @@ static void *ref_memalign(size_t align, size_t size) {
 static int ref_trim(size_t pad) {
     return malloc_trim(pad);
 }
+static size_t ref_footprint(void) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return SIZE_MAX; /* ASan's mallinfo2 is all zeros */
+#endif
+#endif
+    struct mallinfo2 mi = mallinfo2();
+    return mi.arena + mi.hblkhd;
+}
 
-const fz_api_t fz_libc = {"libc",         16,           malloc,        free,
-                          calloc,         realloc,      ref_memalign,  aligned_alloc,
-                          posix_memalign, malloc_usable_size, ref_trim};
+const fz_api_t fz_libc = {"libc",   16,           malloc,        free,           calloc,
+                          realloc,  ref_memalign, aligned_alloc, posix_memalign, malloc_usable_size,
+                          ref_trim, ref_footprint};

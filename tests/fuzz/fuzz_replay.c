@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         fz_differential(&fz_design, &fz_libc, buf, len);
     }
-    printf("fuzz_replay[%s]: ok (%ld corpus inputs, %ld random programs)\n", fz_design.name,
-           files, programs);
+    printf("fuzz_replay[%s]: ok (%ld corpus inputs, %ld random programs)\n", fz_design.name, files,
+           programs);
     return files == 0 && programs == 0;
 }

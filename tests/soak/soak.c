@@ -209,8 +209,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < LARGE_SLOTS; i++) drop_block(atomic_exchange(&large_slots[i], NULL));
     CHECK_EQ(atomic_load(&live_bytes), 0);
     fclose(csv);
-    printf("soak: %d samples, %ld threads started, %ld forks\n", n,
-           atomic_load(&threads_started), atomic_load(&forks_done));
+    printf("soak: %d samples, %ld threads started, %ld forks\n", n, atomic_load(&threads_started),
+           atomic_load(&forks_done));
 
     if (notrend) return 0;
     /* The first third fills the table: only the later two are stationary. */

@@ -32,7 +32,7 @@ foreach(d ${TS_ALL_DESIGNS})
                              ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(fuzz_replay_${d} PRIVATE Threads::Threads)
   add_test(NAME "fuzz_replay[${d}]"
-           COMMAND fuzz_replay_${d} ${TS_FUZZ_DIR}/corpus --random 100 7)
+           COMMAND fuzz_replay_${d} ${TS_FUZZ_DIR}/corpus --random 30 7)
   set_tests_properties("fuzz_replay[${d}]" PROPERTIES TIMEOUT 180)
 endforeach()
 

@@ -140,3 +140,8 @@ TS_EXPORT void *ts_aligned_alloc(size_t align, size_t size) {
 TS_EXPORT size_t ts_usable_size(const void *ptr) {
     return ptr ? _ts_usable_checked(ptr, "ts_usable_size") : 0;
 }
+
+/* TS_VERSION_STRING comes from the build (CMake's project version). */
+TS_EXPORT const char *ts_version(void) {
+    return TS_VERSION_STRING;
+}

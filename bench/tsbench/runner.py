@@ -104,8 +104,11 @@ def command_result(res, stderr):
     res.fields = {"output": "exit%d/sha256:%s/%dB" % (res.exit, res.stdout_sha256[:16],
                                                        res.stdout_len),
                   "exit": res.exit}
-    if len(res.rss_series) >= 3:  # a shorter life has no sample past its exec
-        res.fields["rss_end_kb"] = res.rss_series[-1][1]
+    # A zombie's statm reads 0: the last sample of the living process counts,
+    # and only past the first two (a shorter life has none past its exec).
+    living = [kb for _, kb in res.rss_series if kb > 0]
+    if len(living) >= 3:
+        res.fields["rss_end_kb"] = living[-1]
     if "cannot be preloaded" in stderr:
         res.status, res.reason = FAILED, "LD_PRELOAD not in effect: " + \
             next(l for l in stderr.splitlines() if "cannot be preloaded" in l)[:200]

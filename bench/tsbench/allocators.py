@@ -147,6 +147,10 @@ def select_allocators(args, log):
         for n in (n.strip() for n in args.allocators.split(",")):
             if n == "peers":  # every peer that is installed
                 wanted += [c.name for c in candidates if c.kind == "peer" and c.available]
+                for c in candidates:
+                    if c.kind == "peer" and not c.available:
+                        log("tsbench: %s is not installed (%s); install the peers with: %s"
+                            % (c.name, c.path, APT_LINE))
             elif n:
                 wanted.append(n)
         by_name = {c.name: c for c in candidates}

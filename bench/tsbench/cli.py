@@ -13,7 +13,7 @@ import sys
 
 from tsbench.allocators import default_peer_dir, install_peers, select_allocators
 from tsbench.machine import BUSY_SHARE, BackgroundLoad, machine_info
-from tsbench.outcome import BAD_STATUSES
+from tsbench.outcome import BAD_STATUSES, OK
 from tsbench.probes import strace_usable
 from tsbench.process import find_launcher
 from tsbench.report_csv_json import doc_objects, filter_results, load_results, write_results
@@ -188,6 +188,21 @@ def summarize_cells(workloads, active, cells, strace, callgrind, cpu_count):
     return summaries
 
 
+def exit_notes(workloads, summaries):
+    """A command's exit status, which every ok cell shares (a differing one
+    is WRONG): one note per command."""
+    notes = []
+    for wl in workloads:
+        if getattr(wl, "kind", None) != "command":
+            continue
+        codes = {s["extra"].get("exit") for s in summaries
+                 if s["workload"] == wl.name and s["status"] == OK}
+        if len(codes) == 1:
+            notes.append("%s exited with status %s under every allocator that ran it "
+                         "correctly" % (wl.name, codes.pop()))
+    return notes
+
+
 def add_run_notes(args, notes, summaries, busy, steal, cpu_count):
     """The notes a run's report ends with: competing work, no interval, and
     oversubscription."""
@@ -297,6 +312,7 @@ def main(argv=None, stdout=None, stderr=None):
         callgrind = run_callgrinds(args, active, ctx, progress)
 
     summaries = summarize_cells(workloads, active, cells, strace, callgrind, cpu_count)
+    ctx.notes.extend(exit_notes(workloads, summaries))
     add_ratios(summaries, allocators, cells, args.baseline, best_of=args.best_of)
     if args.best_of == "all":
         ctx.notes.append("xbest (and the paired ratios) compare with the fastest allocator "

@@ -209,7 +209,7 @@ class CommandWorkload(Workload):
         super().__init__(name, "command: " + " ".join(shlex.quote(a) for a in command),
                          [], [], check_key="output", rss_series=True, default=False)
         self.command = list(command)
-        self.stdin = stdin or os.devnull  # the file fed to its standard input
+        self.stdin = os.path.abspath(stdin) if stdin else os.devnull  # its standard input
 
     def binary(self, bindir):
         return shutil.which(self.command[0]) or self.command[0]

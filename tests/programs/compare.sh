@@ -38,6 +38,8 @@ command)
     [ $rc -eq 0 ] || fail "compare of sort -n exited $rc"
     report_ok "$work/same" "$out" glibc tsalloc bins
     echo "$out" | grep -q "WRONG" && fail "sort -n reported WRONG"
+    echo "$out" | grep -q "note: sort exited with status 0 under every allocator" \
+        || fail "no note of the exit status"
     # Under bins (its library in LD_PRELOAD) this prints something else.
     out=$("$tsalloc" compare --designs tsalloc,bins --runs 2 --out "$work/differs" -- \
           sh -c 'case "$LD_PRELOAD" in *bins*) echo other;; *) echo same;; esac' 2>&1)
@@ -56,6 +58,8 @@ command)
     [ $? -eq 2 ] || fail "an unknown design is not a usage error"
     "$tsalloc" compare >/dev/null 2>&1
     [ $? -eq 2 ] || fail "compare without a command is not a usage error"
+    "$tsalloc" compare -- no-such-command-here >/dev/null 2>&1
+    [ $? -eq 2 ] || fail "a command that does not exist is not a usage error"
     ;;
 trace)
     "$tsalloc" record -o "$work/sort.trace" -- sort /etc/services >/dev/null \

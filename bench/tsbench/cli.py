@@ -149,8 +149,10 @@ def report_from_json(args, log):
     machine = doc.get("machine", {})
     cpu_count = machine.get("usable_cores") or machine.get("cores") or 1
     log("results of %s (%s)" % (os.path.abspath(args.from_json), doc.get("started", "?")))
+    best_of = (doc.get("config") or {}).get("best_of", "peers")
     print_report(log, machine, doc["summary"], allocators, workloads, cpu_count, strace,
-                 callgrind, doc.get("notes", []))
+                 callgrind, doc.get("notes", []),
+                 best_label="xbest" if best_of == "all" else "xpeer")
     log("")
     write_markdown_outputs(args, markdown_report(doc), log)
     return 0

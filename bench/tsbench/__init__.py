@@ -11,8 +11,8 @@ report. --markdown writes the tables as GitHub markdown, --from-json prints and
 writes them again from a saved results.json, and --splice puts the markdown
 into a document between <!-- tsbench:table --> markers. --scale N runs
 the threaded workloads at 1, 2, 4 ... N threads and reports speed-up
-against threads. docs/bench.md
-describes the workloads and how to read the report.
+against threads. docs/bench.md describes the options and how to read the
+report, docs/bench-workloads.md the workloads.
 
 Only the Python standard library is needed to run and measure.
 

@@ -1,7 +1,7 @@
 """The workload table: every program tsbench runs, with its default and
 --quick arguments. Each is build/bin/tsb-<program>, built from
 bench/workloads/<program>.c; several entries may run one program with
-different arguments. docs/bench.md describes each of them.
+different arguments. docs/bench-workloads.md describes each of them.
 
 Besides the table, two kinds of workload come from the command line: a
 user's command (--command, CommandWorkload: timed from outside, its

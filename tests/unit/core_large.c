@@ -288,6 +288,40 @@ static void test_no_join_across_mappings(void) {
     free(p);
 }
 
+/* A cached region that waited longer than the purge delay while the program
+ * kept allocating large blocks stays resident: taking it costs no page faults
+ * (purged after the delay, each such take faulted its block back in: 4.2
+ * times the page faults of no purge in malloc-large). Once the program stops
+ * allocating, the delay applies again. */
+static void test_busy_cache_stays_resident(void) {
+    malloc_trim(0);
+    uint64_t delay = _ts_purge_delay_ns();
+    unsigned char *a = malloc(16 * MB);
+    CHECK(a != NULL);
+    touch(a, 16 * MB, 1);
+    free(a); /* cached, resident */
+    uint64_t freed = _ts_os_now_ns();
+    usleep(1000);
+    unsigned char *b = malloc(6 * MB); /* carved from it: the program still allocates */
+    CHECK_MSG(b == a, "the cached region was not reused: %p, %p", (void *)b, (void *)a);
+    size_t purged = atomic_load(&_ts_stats.purged);
+    _ts_large_purge(freed + delay + 1, false); /* the rest waited a delay; the cache is busy */
+    CHECK_MSG(atomic_load(&_ts_stats.purged) == purged,
+              "a busy cache purged a region a purge delay after its free");
+    long f0 = minor_faults();
+    unsigned char *c = malloc(9 * MB); /* takes the 10 MiB rest */
+    CHECK_MSG(c == a + 6 * MB, "the rest was not reused: %p, %p", (void *)c, (void *)(a + 6 * MB));
+    touch(c, 9 * MB, 2);
+    long faults = minor_faults() - f0;
+    CHECK_MSG(faults < (long)(9 * MB / 4096 / 8), "%ld page faults taking a resident region",
+              faults);
+    free(b);
+    free(c);
+    _ts_large_purge(_ts_os_now_ns() + delay + 1, false); /* no allocation for a delay */
+    CHECK_MSG(atomic_load(&_ts_stats.purged) >= purged + 16 * MB,
+              "an idle cache kept its regions past the purge delay");
+}
+
 /* Mapped address space, from /proc/self/statm (no stdio: it allocates). */
 static size_t mapped_bytes(void) {
     char buf[128];
@@ -328,6 +362,7 @@ int main(void) {
     test_calloc_after_split();
     test_no_join_across_mappings();
     test_split_block_realloc();
+    test_busy_cache_stays_resident();
     test_purge_refused();
     test_basic();
     test_realloc();

@@ -43,7 +43,7 @@ static void thread_exit(void *arg) {
      * that reuses that stack. Only this thread's own heap is abandoned here;
      * heaps of dead threads are found through their robust mutex. */
     if (heap != _ts_tls_heap) return;
-    _ts_tls_heap = &_ts_heap_dead; /* later allocations: the orphan heap */
+    _ts_tls_heap = &_ts_heap_dead; /* later allocations: the shared heap */
     if (heap && heap->state == TS_HEAP_ACTIVE) _ts_heap_thread_exit(heap);
     ts_purge_safe_point();
 }

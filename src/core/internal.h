@@ -36,7 +36,7 @@
  *   free() consults it before reading any header, so foreign pointers are
  *   rejected without touching their memory.
  *
- * Lock order (outermost first): orphan_lock, sweep lock, heap pool lock, reclaim lock,
+ * Lock order (outermost first): shared_lock, sweep lock, heap pool lock, reclaim lock,
  * abandoned lock, segment cache lock, registry lock, segment spinlocks,
  * segment reserve lock, large-table stripes, large cache lock, purge mutex.
  * No lock is held across pthread_create or any call that may allocate.
@@ -87,6 +87,7 @@ enum ts_option {
     TS_OPT_RESCUE,
     TS_OPT_STATS,
     TS_OPT_VERBOSE,
+    TS_OPT_SHARED_START,
     TS_OPT_COUNT
 };
 TS_HIDDEN void _ts_options_init(void);
@@ -166,7 +167,14 @@ TS_HIDDEN void _ts_heaps_reap(void);
 TS_HIDDEN void _ts_heap_abandon(ts_heap_t *heap);
 TS_HIDDEN void _ts_heap_slow_tick(ts_heap_t *heap);
 TS_HIDDEN void _ts_heap_collect(ts_heap_t *heap, bool force);
-TS_HIDDEN void *_ts_orphan_alloc(size_t size, size_t align, bool zero);
+/* The shared heap: threads past their heap's destructor, and new threads
+ * for their first calls (under a lock). */
+TS_HIDDEN void *_ts_shared_alloc(size_t size, size_t align, bool zero);
+/* For a thread without a heap: true while its call (an allocation, or a free
+ * of another thread's block) goes to the shared heap rather than making it
+ * one; counts the call. */
+TS_HIDDEN bool _ts_thread_start_shared(void);
+TS_HIDDEN void _ts_shared_collect(bool wait);
 TS_HIDDEN void _ts_heaps_atfork_prepare(void);
 TS_HIDDEN void _ts_heaps_atfork_parent(void);
 TS_HIDDEN void _ts_heaps_atfork_child(void);

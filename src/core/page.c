@@ -38,8 +38,11 @@
 ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow path */
 
 /* Blocks carved per extension: lazy, so a page only touches what it hands
- * out: one OS page worth, at least TS_EXTEND_MIN blocks (carving writes one
- * word per block), and on big pages one block at a time (so that `touched`
+ * out: the blocks that start in the OS page where the next block starts
+ * (carving writes one word per block, at its start: so a page of a class in
+ * use touches one OS page, not the two a colour offset would make a fixed
+ * 4 KiB span cross), at least TS_EXTEND_MIN blocks, and on big pages one
+ * block at a time (so that `touched`
  * bounds what the program touched: _ts_page_empty_at_free counts on it). The
  * owner's frees go straight back to the free list, so a loop that reuses few
  * blocks never extends again. */
@@ -218,10 +221,11 @@ static bool page_extend(ts_page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (!left) return false;
     uint32_t bs = page->block_size;
-    uint32_t n = TS_EXTEND_BYTES / bs;
+    char *first = (char *)page->start + (size_t)page->capacity * bs;
+    uint32_t room = TS_EXTEND_BYTES - (uint32_t)((uintptr_t)first & (TS_EXTEND_BYTES - 1));
+    uint32_t n = (room + bs - 1) / bs; /* the blocks that start in first's OS page */
     if (n < TS_EXTEND_MIN) n = bs > TS_MEDIUM_PAGE_MAX ? 1 : TS_EXTEND_MIN; /* big: as needed */
     if (n > left) n = left;
-    char *first = (char *)page->start + (size_t)page->capacity * bs;
     char *b = first;
     for (uint32_t i = 1; i < n; i++, b += bs) {
         ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);

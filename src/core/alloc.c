@@ -30,12 +30,17 @@ void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero) {
             return _ts_large_alloc(size, align, zero);
         }
     }
+    if (zero) heap->fresh = NULL;
     void *p = _ts_heap_malloc_class(heap, cls);
     if (ts_unlikely(!p)) {
         errno = ENOMEM;
         return NULL;
     }
-    if (zero) memset(p, 0, size);
+    /* A block carved by this call from memory never written since it was
+     * mapped or purged is zero past its list link and free mark (the mark
+     * was cleared as it was handed out): calloc of a fresh 512 KiB block
+     * then faults in only what the program writes, as glibc's does. */
+    if (zero) memset(p, 0, p == (void *)heap->fresh ? 2 * sizeof(void *) : size);
     return p;
 }
 

@@ -226,6 +226,11 @@ static bool page_extend(ts_page_t *page) {
     uint32_t n = (room + bs - 1) / bs; /* the blocks that start in first's OS page */
     if (n < TS_EXTEND_MIN) n = bs > TS_MEDIUM_PAGE_MAX ? 1 : TS_EXTEND_MIN; /* big: as needed */
     if (n > left) n = left;
+    /* Past `touched` the page holds nothing written since it was mapped or
+     * purged: its first block is zero but for the words carving writes. */
+    uintptr_t owner = ts_page_owner(page) & ~TS_OWNER_FLAGS;
+    if ((uintptr_t)first - page->base >= page->touched && owner)
+        ((ts_heap_t *)owner)->fresh = (ts_block_t *)first;
     char *b = first;
     for (uint32_t i = 1; i < n; i++, b += bs) {
         ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);

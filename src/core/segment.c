@@ -80,6 +80,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
         size_t skip = offset < TS_SEGMENT_HEADER ? TS_SEGMENT_HEADER - offset : 0;
         page->base = page->start = (uintptr_t)seg + offset + skip;
         page->area = (uint32_t)(((size_t)1 << shift) - skip);
+        page->touched = 0; /* the old layout's pages were purged (refused ones: below) */
         ts_page_set_state(page, TS_PAGE_FREE_CLEAN);
         atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
         seg->free_mask |= (uint64_t)1 << i;
@@ -91,6 +92,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
         for (unsigned k = 0; k < kept; k++) {
             if (page->base >= kept_hi[k] || kept_lo[k] >= page->base + page->area) continue;
             ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
+            page->touched = page->area; /* resident, written: nothing fresh (calloc) */
             page->purge_at = now + _ts_look_period_ns();
             page->purge_refusals = 1;
             made |= (uint64_t)1 << i;

@@ -284,6 +284,9 @@ TS_HIDDEN void _ts_registry_atfork_child(void);
 TS_HIDDEN ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_adopt,
                                             bool *adopted);
 TS_HIDDEN void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page);
+/* Write page i's index, base and area from the segment's layout (segment
+ * lock held; a fresh segment's descriptors get them on first use). */
+TS_HIDDEN void _ts_segment_page_place(ts_segment_t *seg, ts_page_t *page, unsigned i);
 TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
 TS_HIDDEN void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg);
 TS_HIDDEN void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg);

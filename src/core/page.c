@@ -224,7 +224,6 @@ static bool page_extend(ts_page_t *page) {
     char *first = (char *)page->start + (size_t)page->capacity * bs;
     uint32_t room = TS_EXTEND_BYTES - (uint32_t)((uintptr_t)first & (TS_EXTEND_BYTES - 1));
     uint32_t n = (room + bs - 1) / bs; /* the blocks that start in first's OS page */
-    if (n < TS_EXTEND_MIN) n = bs > TS_MEDIUM_PAGE_MAX ? 1 : TS_EXTEND_MIN; /* big: as needed */
     if (n > left) n = left;
     /* Past `touched` the page holds nothing written since it was mapped or
      * purged: its first block is zero but for the words carving writes. */

@@ -159,7 +159,7 @@ TS_HIDDEN uint64_t _ts_new_mark_key(void);
  * static empty heap (every direct slot points at an empty page), so the first
  * malloc falls into the slow path without a NULL check. */
 TS_HIDDEN extern __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec")));
-TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads that have not allocated yet */
+TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads without a heap yet */
 TS_HIDDEN extern ts_heap_t _ts_heap_dead;  /* threads past their heap's destructor */
 TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread);
 TS_HIDDEN void _ts_heap_thread_exit(ts_heap_t *heap);

@@ -38,16 +38,16 @@
 ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow path */
 
 /* Blocks carved per extension: lazy, so a page only touches what it hands
- * out: the blocks that start in the OS page where the next block starts
- * (carving writes one word per block, at its start: so a page of a class in
- * use touches one OS page, not the two a colour offset would make a fixed
- * 4 KiB span cross), at least TS_EXTEND_MIN blocks, and on big pages one
- * block at a time (so that `touched`
- * bounds what the program touched: _ts_page_empty_at_free counts on it). The
- * owner's frees go straight back to the free list, so a loop that reuses few
- * blocks never extends again. */
+ * out. Carving writes one word at the start of each block (its free mark),
+ * so an extension carves the blocks that start in the OS page where the next
+ * block starts, and in the page after it when less than half of that one is
+ * left (so that an extension never carves a mere tail of one or two blocks):
+ * a class's first extension touches one OS page whatever the page's colour
+ * offset. Blocks of 4 KiB and more come one or two at a time, so `touched`
+ * bounds what the program touched (_ts_page_empty_at_free counts on it on
+ * big pages). The owner's frees go straight back to the free list, so a loop
+ * that reuses few blocks never extends again. */
 #define TS_EXTEND_BYTES 4096
-#define TS_EXTEND_MIN   4
 
 /* ---- heads ------------------------------------------------------------------ */
 
@@ -223,7 +223,8 @@ static bool page_extend(ts_page_t *page) {
     uint32_t bs = page->block_size;
     char *first = (char *)page->start + (size_t)page->capacity * bs;
     uint32_t room = TS_EXTEND_BYTES - (uint32_t)((uintptr_t)first & (TS_EXTEND_BYTES - 1));
-    uint32_t n = (room + bs - 1) / bs; /* the blocks that start in first's OS page */
+    if (room < TS_EXTEND_BYTES / 2) room += TS_EXTEND_BYTES; /* and the next: half a page at least */
+    uint32_t n = (room + bs - 1) / bs; /* the blocks that start in these OS pages */
     if (n > left) n = left;
     /* Past `touched` the page holds nothing written since it was mapped or
      * purged: its first block is zero but for the words carving writes. */

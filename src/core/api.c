@@ -84,6 +84,7 @@ int _ts_core_trim(size_t pad) {
     size_t purged = atomic_load(&_ts_stats.purged), unmapped = atomic_load(&_ts_stats.unmapped);
     ts_heap_t *heap = _ts_tls_heap;
     if (heap->state == TS_HEAP_ACTIVE) _ts_heap_collect(heap, true);
+    _ts_shared_collect(true);
     _ts_purge_run(_ts_os_now_ns(), true);
     _ts_segment_cache_trim();
     return atomic_load(&_ts_stats.purged) != purged || atomic_load(&_ts_stats.unmapped) != unmapped;

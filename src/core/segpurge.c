@@ -66,6 +66,7 @@ bool _ts_huge_half_taken(ts_segment_t *seg, unsigned half) {
     for (unsigned i = seg->first_page; i < seg->page_count; i++) {
         ts_page_t *page = &seg->pages[i];
         if (page_half(seg, i) != half || ts_page_state(page) != TS_PAGE_FREE_CLEAN) continue;
+        if (!page->area) _ts_segment_page_place(seg, page, i); /* never taken yet */
         ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
         page->purge_at = at;
         page->purge_refusals = 0;

@@ -26,7 +26,8 @@ _Static_assert(TS_OPT_PURGE_DELAY_MS == (int)TS_OPTID_PURGE_DELAY_MS &&
                    TS_OPT_SHARED_START == (int)TS_OPTID_SHARED_START,
                "the core's options lead the option table, in enum ts_option's order");
 #define TS_OPTION(id, name, owner, type, def, min, max, help) +(TS_OWNER_##owner == TS_OWNER_CORE)
-enum { CORE_TABLE_ENTRIES = 0
+enum {
+    CORE_TABLE_ENTRIES = 0
 #include "base/option_list.h"
 };
 #undef TS_OPTION

@@ -223,7 +223,8 @@ static bool page_extend(ts_page_t *page) {
     uint32_t bs = page->block_size;
     char *first = (char *)page->start + (size_t)page->capacity * bs;
     uint32_t room = TS_EXTEND_BYTES - (uint32_t)((uintptr_t)first & (TS_EXTEND_BYTES - 1));
-    if (room < TS_EXTEND_BYTES / 2) room += TS_EXTEND_BYTES; /* and the next: half a page at least */
+    if (room < TS_EXTEND_BYTES / 2)
+        room += TS_EXTEND_BYTES;       /* and the next: half a page at least */
     uint32_t n = (room + bs - 1) / bs; /* the blocks that start in these OS pages */
     if (n > left) n = left;
     /* Past `touched` the page holds nothing written since it was mapped or

@@ -114,7 +114,7 @@ static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
  * memory, or the test hook). Those stay dirty and counted as resident, their
  * purge due again after _ts_refused_retry_ns. */
 uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now) {
-    ts_assert(ts_spin_is_locked(&seg->lock)); /* held */
+    ts_assert(ts_spin_is_locked(&seg->lock));                     /* held */
     ts_assert(!(mask & ~seg->free_mask) || seg->used_pages == 0); /* free pages, or a format */
     unsigned halves = 0;
     for (uint64_t m = mask; m; m &= m - 1)

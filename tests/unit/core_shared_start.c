@@ -127,8 +127,7 @@ int main(void) {
     pthread_barrier_wait(&holding);
     for (int i = 0; i < MANY; i++) CHECK_EQ(pthread_join(many[i], NULL), 0);
     malloc_trim(0);
-    CHECK_MSG(pages_in_use() <= pages0 + 2, "pages in use %zu, %zu before", pages_in_use(),
-              pages0);
+    CHECK_MSG(pages_in_use() <= pages0 + 2, "pages in use %zu, %zu before", pages_in_use(), pages0);
 
     CHECK(ts_option_set("SHARED_START", 0));
     CHECK_EQ(pthread_create(&t, NULL, first_call, NULL), 0);

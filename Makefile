@@ -2,7 +2,10 @@
 #   make          build everything (Release, -O2 -g) into build/
 #   make test     build, then run every test through ctest
 #   make bench    build, then run tsbench on the default workloads
-#   make install  install headers, libraries and tsalloc.pc (PREFIX=/usr/local)
+#   make install  install the libraries, headers, pkg-config files, the CMake
+#                 package, the launcher and its tools, man pages and docs
+#                 (PREFIX=/usr/local; docs/packaging.md)
+#   make deb      build, then a Debian package of the same in build/package/
 #   make fuzz     libFuzzer targets of each design (clang) [FUZZ_DESIGN=tsalloc|bins|...]
 #                 [FUZZ_SECONDS=60 a design]; prints edges reached per file of src/
 #   make soak     a long multi-threaded load on each design [SOAK_MINUTES=2 a design]
@@ -13,7 +16,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 VENV      ?= .venv
 BENCH_ARGS ?=
 
-.PHONY: all build test bench install clean format venv fuzz soak
+.PHONY: all build test bench install deb clean format venv fuzz soak
 
 all: build
 
@@ -57,6 +60,9 @@ soak: build
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+deb: build
+	cd $(BUILD) && cpack -G DEB
 
 format:
 	find include src tests bench tools -name '*.[ch]' -o -name '*.cpp' | xargs clang-format -i

@@ -43,6 +43,9 @@ void ts_stats_print_json(FILE *out);
 long long ts_option_get(const char *name);
 bool ts_option_set(const char *name, long long value);
 
+/* The version of the library, "MAJOR.MINOR.PATCH" (e.g. "0.6.0"). */
+const char *ts_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,11 +73,12 @@ def default_peer_dir():
     return "/usr/lib"
 
 
-def discover_tsalloc(build):
-    """libtsalloc.so is 'tsalloc'; libtsalloc-<design>.so is '<design>'.
-    libtsalloc-classic.so only exports the seed API and libtsalloc-record.so is
-    the trace recorder: neither is a malloc of its own."""
-    libdir = os.path.join(build, "lib")
+def discover_tsalloc(build, libdir=None):
+    """libtsalloc.so is 'tsalloc'; libtsalloc-<design>.so is '<design>'
+    (in libdir, default BUILD/lib). libtsalloc-classic.so only exports the
+    seed API and libtsalloc-record.so is the trace recorder: neither is a
+    malloc of its own."""
+    libdir = libdir or os.path.join(build, "lib")
     found = []
     main = os.path.join(libdir, "libtsalloc.so")
     if os.path.exists(main):
@@ -127,10 +128,12 @@ def install_peers(peer_dir, log):
 
 
 def select_allocators(args, log):
-    """Every candidate, in report order: glibc, peers, tsalloc designs, user."""
+    """Every candidate, in report order: glibc, peers, tsalloc designs, user.
+    --allocators picks some, in its order; its word "peers" stands for the
+    installed peers."""
     candidates = [Allocator("glibc", None, "system")]
     candidates += discover_peers(args.peer_dir)
-    candidates += discover_tsalloc(args.build)
+    candidates += discover_tsalloc(args.build, getattr(args, "lib_dir", None))
     for spec in args.allocator or []:
         name, path, env = parse_allocator_spec(spec)
         candidates = [c for c in candidates if c.name != name]
@@ -140,7 +143,16 @@ def select_allocators(args, log):
             candidates.append(Allocator(name, path, "user", available=False,
                                         note="file not found", env=env))
     if args.allocators:
-        wanted = [n.strip() for n in args.allocators.split(",") if n.strip()]
+        wanted = []
+        for n in (n.strip() for n in args.allocators.split(",")):
+            if n == "peers":  # every peer that is installed
+                wanted += [c.name for c in candidates if c.kind == "peer" and c.available]
+                for c in candidates:
+                    if c.kind == "peer" and not c.available:
+                        log("tsbench: %s is not installed (%s); install the peers with: %s"
+                            % (c.name, c.path, APT_LINE))
+            elif n:
+                wanted.append(n)
         by_name = {c.name: c for c in candidates}
         chosen = []
         for n in wanted:

@@ -13,7 +13,7 @@ import sys
 
 from tsbench.allocators import default_peer_dir, install_peers, select_allocators
 from tsbench.machine import BUSY_SHARE, BackgroundLoad, machine_info
-from tsbench.outcome import BAD_STATUSES
+from tsbench.outcome import BAD_STATUSES, OK
 from tsbench.probes import strace_usable
 from tsbench.process import find_launcher
 from tsbench.report_csv_json import doc_objects, filter_results, load_results, write_results
@@ -32,8 +32,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def parse_args(argv):
     repo = REPO
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = None
+    if "--" in argv:  # tsbench [OPTIONS] -- CMD [ARGS...]: one command workload
+        command = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
     p = argparse.ArgumentParser(
-        prog="tsbench", description="Compare allocators on the tsalloc workloads.",
+        prog="tsbench", description="Compare allocators on the tsalloc workloads, on "
+        "commands (--command, or -- CMD ARGS... at the end) and on recorded traces (--trace).",
+        usage="%(prog)s [OPTIONS] [-- CMD [ARGS...]]",
         epilog="Workloads: " + ", ".join(WORKLOAD_NAMES) + ". See docs/bench.md.")
     p.add_argument("--quick", action="store_true", help="tiny sizes (smoke tests)")
     p.add_argument("--workloads", help="comma-separated subset of the workloads")
@@ -45,10 +52,29 @@ def parse_args(argv):
                    help="also pair every allocator's times with NAME's, one of this run's "
                         "allocators (say an older build, given with --allocator "
                         "old=PATH): tells a regression from noise")
+    p.add_argument("--command", action="append", metavar="NAME='CMD ARGS'",
+                   help="a command as a workload (split like a shell, no shell run): its "
+                        "wall, user and sys time, peak RSS and exit status; its output and "
+                        "exit status must match glibc's (repeatable)")
+    p.add_argument("--name", help="the workload name of the command after -- "
+                                  "(default: its program's name)")
+    p.add_argument("--stdin", metavar="FILE",
+                   help="the standard input of the commands (default /dev/null)")
+    p.add_argument("--trace", action="append", metavar="NAME=FILE",
+                   help="a recorded trace (docs/trace-format.md) as a workload, replayed "
+                        "by tsb-memsim on one thread (repeatable)")
+    p.add_argument("--trace-repeats", type=int, default=1, metavar="R",
+                   help="replays of each --trace per run (default %(default)s)")
+    p.add_argument("--best-of", choices=["peers", "all"], default="peers",
+                   help="the x-best ratio's reference: the fastest peer (default) or the "
+                        "fastest allocator of the workload, whatever its kind")
     p.add_argument("--runs", type=int, help="runs per cell (default 3, --quick 1)")
     p.add_argument("--out", help="results directory (default results/<timestamp>)")
     p.add_argument("--build", default=os.path.join(repo, "build"),
                    help="build directory with bin/tsb-* and lib/libtsalloc*.so")
+    p.add_argument("--lib-dir", help="the tsalloc libraries (default: BUILD/lib)")
+    p.add_argument("--bin-dir", help="the workload programs and tsbench-exec "
+                                     "(default: BUILD/bin)")
     p.add_argument("--peer-dir", default=default_peer_dir(),
                    help="where the peer libraries live (default: %(default)s)")
     p.add_argument("--strace", action="store_true",
@@ -95,7 +121,14 @@ def parse_args(argv):
     if args.splice_from and args.from_json:
         p.error("--splice-from and --from-json both name what to splice; give one")
     args.repo = repo
+    args.argv = command
+    if command is not None and not command:
+        p.error("no command after --")
+    if args.trace_repeats < 1:
+        p.error("--trace-repeats must be >= 1")
     args.build = os.path.abspath(args.build)
+    args.lib_dir = os.path.abspath(args.lib_dir or os.path.join(args.build, "lib"))
+    args.bin_dir = os.path.abspath(args.bin_dir or os.path.join(args.build, "bin"))
     if args.runs is None:
         args.runs = 1 if args.quick else 3
     if args.runs < 1:
@@ -116,8 +149,10 @@ def report_from_json(args, log):
     machine = doc.get("machine", {})
     cpu_count = machine.get("usable_cores") or machine.get("cores") or 1
     log("results of %s (%s)" % (os.path.abspath(args.from_json), doc.get("started", "?")))
+    best_of = (doc.get("config") or {}).get("best_of", "peers")
     print_report(log, machine, doc["summary"], allocators, workloads, cpu_count, strace,
-                 callgrind, doc.get("notes", []))
+                 callgrind, doc.get("notes", []),
+                 best_label="xbest" if best_of == "all" else "xpeer")
     log("")
     write_markdown_outputs(args, markdown_report(doc), log)
     return 0
@@ -153,6 +188,21 @@ def summarize_cells(workloads, active, cells, strace, callgrind, cpu_count):
                     s["instr_per_pair"] = callgrind[a.name]["instr_per_pair"]
                 summaries.append(s)
     return summaries
+
+
+def exit_notes(workloads, summaries):
+    """A command's exit status, which every ok cell shares (a differing one
+    is WRONG): one note per command."""
+    notes = []
+    for wl in workloads:
+        if getattr(wl, "kind", None) != "command":
+            continue
+        codes = {s["extra"].get("exit") for s in summaries
+                 if s["workload"] == wl.name and s["status"] == OK}
+        if len(codes) == 1:
+            notes.append("%s exited with status %s under every allocator that ran it "
+                         "correctly" % (wl.name, codes.pop()))
+    return notes
 
 
 def add_run_notes(args, notes, summaries, busy, steal, cpu_count):
@@ -198,7 +248,7 @@ def main(argv=None, stdout=None, stderr=None):
     if args.install_peers:
         install_peers(args.peer_dir, log)
     workloads = choose_workloads(args, log)
-    bindir = os.path.join(args.build, "bin")
+    bindir = args.bin_dir
     if args.list:
         return list_setup(args, workloads, bindir, log)
 
@@ -239,8 +289,9 @@ def main(argv=None, stdout=None, stderr=None):
         if strace_note:
             log("tsbench: --strace skipped: " + strace_note)
             ctx.notes.append("strace counts skipped: " + strace_note)
-    use_callgrind = not args.scale and (args.callgrind == "on" or
-                                        (args.callgrind == "auto" and not args.quick))
+    custom_only = all(getattr(w, "kind", None) for w in workloads)
+    use_callgrind = not args.scale and not custom_only and (
+        args.callgrind == "on" or (args.callgrind == "auto" and not args.quick))
     if use_callgrind and not shutil.which("valgrind"):
         if args.callgrind == "on":
             log("tsbench: --callgrind on, but valgrind is not installed "
@@ -263,7 +314,11 @@ def main(argv=None, stdout=None, stderr=None):
         callgrind = run_callgrinds(args, active, ctx, progress)
 
     summaries = summarize_cells(workloads, active, cells, strace, callgrind, cpu_count)
-    add_ratios(summaries, allocators, cells, args.baseline)
+    ctx.notes.extend(exit_notes(workloads, summaries))
+    add_ratios(summaries, allocators, cells, args.baseline, best_of=args.best_of)
+    if args.best_of == "all":
+        ctx.notes.append("xbest (and the paired ratios) compare with the fastest allocator "
+                         "of each workload, of any kind")
     machine = machine_info(allocators, args.repo)
     busy, steal = background.shares(os.cpu_count())
     machine["background_cpu_share"] = busy
@@ -289,7 +344,7 @@ def main(argv=None, stdout=None, stderr=None):
 
     log("")
     print_report(log, machine, summaries, allocators, workloads, cpu_count, strace, callgrind,
-                 ctx.notes)
+                 ctx.notes, best_label="xbest" if args.best_of == "all" else "xpeer")
     if not plots and not args.no_plots:
         log("note: no plots (matplotlib is not importable; make bench installs it in .venv)")
     if scale_text:

@@ -28,6 +28,8 @@ class RunResult:
         self.fields = {}
         self.rss_series = []    # (seconds since start, KiB)
         self.stderr_tail = ""
+        self.stdout_sha256 = None
+        self.stdout_len = None
 
     def time_s(self):
         t = self.fields.get("time_s")

@@ -4,6 +4,7 @@ from wait4. With the launcher (bin/tsbench-exec, bench/runner/) those come
 from a process that is not Python, so Python's own RSS is no floor.
 """
 
+import hashlib
 import os
 import shutil
 import signal
@@ -41,10 +42,12 @@ def read_rss_kb(pid):
 
 
 def run_process(cmd, timeout, preload=None, launcher=None, sample_rss=False,
-                interval=0.01, env=None):
+                interval=0.01, env=None, stdin=None):
     """Runs cmd with LD_PRELOAD=preload (when given) and the variables of env
-    (an allocator's, when given) set, returning (RunResult
-    without parsing, stdout, stderr). CPU times and peak RSS come from wait4's
+    (an allocator's, when given) set, its standard input from the file
+    stdin (when given, else inherited), returning (RunResult without
+    parsing, stdout, stderr); the result's stdout_sha256 and stdout_len
+    describe the output's exact bytes. CPU times and peak RSS come from wait4's
     rusage, taken by the tsbench-exec launcher when there is one (ru_maxrss
     survives exec, so a direct child would report Python's RSS as its floor);
     RSS over time is sampled from /proc while it runs."""
@@ -59,10 +62,12 @@ def run_process(cmd, timeout, preload=None, launcher=None, sample_rss=False,
         full, env = list(cmd), clean_env(preload, env)
     try:
         with open(os.path.join(workdir, "out"), "w+b") as out, \
-                open(os.path.join(workdir, "err"), "w+b") as err:
+                open(os.path.join(workdir, "err"), "w+b") as err, \
+                open(stdin or os.devnull, "rb") as infile:
             t0 = time.perf_counter()
             try:
                 proc = subprocess.Popen(full, stdout=out, stderr=err, env=env,
+                                        stdin=infile if stdin else None,
                                         start_new_session=True)
             except OSError as e:
                 res.status, res.reason = FAILED, "cannot start: %s" % e
@@ -100,7 +105,10 @@ def run_process(cmd, timeout, preload=None, launcher=None, sample_rss=False,
                 pass
             out.seek(0)
             err.seek(0)
-            stdout = out.read().decode(errors="replace")
+            raw = out.read()
+            res.stdout_sha256 = hashlib.sha256(raw).hexdigest()
+            res.stdout_len = len(raw)
+            stdout = raw.decode(errors="replace")
             stderr = err.read().decode(errors="replace")
         if launcher and not timed_out:
             measured = read_launcher_result(report)

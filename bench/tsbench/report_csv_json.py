@@ -76,7 +76,8 @@ def write_results(outdir, args, argv, started, machine, notes, interrupted, use_
         "config": {"runs": args.runs, "quick": args.quick, "build": args.build,
                    "timeout": args.timeout, "min_timeout": args.min_timeout,
                    "slow_factor": args.slow_factor, "strace": args.strace,
-                   "callgrind": use_callgrind},
+                   "callgrind": use_callgrind,
+                   "best_of": getattr(args, "best_of", "peers")},
     }
     doc = dict(meta)
     doc["allocators"] = [a.to_json() for a in allocators]

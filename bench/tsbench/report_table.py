@@ -8,8 +8,10 @@ from tsbench.report_text import EXTRA_TABLES, cell_label, end_rss_rows, fmt, fmt
 from tsbench.stats import BASELINE_KEYS, baseline_name, geomean, paired_verdict
 
 
-def format_tables(summaries, allocators, workloads, cpu_count):
-    """The terminal report: one block per workload, then a ratio matrix."""
+def format_tables(summaries, allocators, workloads, cpu_count, best_label="xpeer"):
+    """The terminal report: one block per workload, then a ratio matrix.
+    best_label heads the column of ratios to the best (xpeer: the fastest
+    peer; xbest: the fastest of all)."""
     lines = []
     by_key = {(s["workload"], s["allocator"]): s for s in summaries}
     names = [a.name for a in allocators if a.available]
@@ -25,7 +27,7 @@ def format_tables(summaries, allocators, workloads, cpu_count):
             head += " [%d threads on %d cores: oversubscribed]" % (threads, cpu_count)
         lines.append(head)
         lines.append("  %-*s %8s %-17s %6s %6s %-17s %8s %7s %7s %8s %6s %8s" % (
-            width, "allocator", "time ms", "(min-max)", "xglibc", "xpeer", "paired [95% CI]",
+            width, "allocator", "time ms", "(min-max)", "xglibc", best_label, "paired [95% CI]",
             "wall ms", "user s", "sys s", "peak MiB", "xglibc", "sbrk MiB"))
         for c in cells:
             label = cell_label(c)
@@ -63,7 +65,8 @@ def format_tables(summaries, allocators, workloads, cpu_count):
             else:
                 row.append("%*s" % (w, fmt(c["ratio_glibc"], "%.2f")))
         lines.append("  %-*s " % (nw, wl.name) + " ".join(row))
-    for label, key in (("geomean/glibc", "ratio_glibc"), ("geomean/peer", "ratio_best_peer")):
+    for label, key in (("geomean/glibc", "ratio_glibc"),
+                       ("geomean/" + best_label[1:], "ratio_best_peer")):
         row = []
         for w, n in zip(cols, names):
             g = geomean([by_key[(wl.name, n)][key] for wl in workloads
@@ -121,11 +124,11 @@ def format_tables(summaries, allocators, workloads, cpu_count):
 
 
 def print_report(log, machine, summaries, allocators, workloads, cpu_count, strace, callgrind,
-                 notes):
+                 notes, best_label="xpeer"):
     """The terminal report of a run (also printed again by --from-json)."""
     log("machine: %s, %s cores, kernel %s, %s" % (machine.get("cpu"), machine.get("cores"),
                                                  machine.get("kernel"), machine.get("glibc")))
-    log(format_tables(summaries, allocators, workloads, cpu_count))
+    log(format_tables(summaries, allocators, workloads, cpu_count, best_label))
     active = [a for a in allocators if a.available]
     if strace:
         log("")

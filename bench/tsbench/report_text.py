@@ -45,8 +45,8 @@ def paired_text(c, sep="-", keys=PAIRED_KEYS):
 
 
 END_RSS_NOTE = ("what a workload still holds resident at its end (its rss_end_kb: churn "
-                "after the last wave, idle-owner and idle-owner-keep after their wait), "
-                "median MiB")
+                "after the last wave, idle-owner and idle-owner-keep after their wait, a "
+                "command's last RSS sample before it exited), median MiB")
 
 
 PER_THREAD_NOTE = ("what each thread adds to the resident set beyond its stack while it "

@@ -67,13 +67,16 @@ def run_once(wl, alloc, bindir, extra_args, timeout, launcher=None):
     """One run of wl under alloc, its result line checked: a crash, a FAILED
     or missing line, a non-zero exit or a preload that did not take effect
     (malloc_from names another library) makes it a bad run."""
-    cmd = [wl.binary(bindir)] + extra_args
+    cmd = wl.argv(bindir, extra_args)
     res, stdout, stderr = run_process(cmd, timeout, preload=alloc.path, launcher=launcher,
-                                      sample_rss=wl.rss_series, env=alloc.env)
+                                      sample_rss=wl.rss_series, env=alloc.env,
+                                      stdin=getattr(wl, "stdin", None))
     if res.status != OK:
         if res.status == CRASHED and res.stderr_tail:
             res.reason += ": " + res.stderr_tail.splitlines()[-1][:160]
         return res
+    if getattr(wl, "kind", None) == "command":
+        return command_result(res, stderr)
     status, fields, reason = parse_result(wl.program, stdout)
     res.fields = fields
     if "cannot be preloaded" in stderr:
@@ -91,6 +94,24 @@ def run_once(wl, alloc, bindir, extra_args, timeout, launcher=None):
             res.status, res.reason = FAILED, "preload not in effect: malloc from " + origin
         elif not alloc.path and "libc.so" not in origin:
             res.status, res.reason = FAILED, "expected glibc's malloc, got " + origin
+    return res
+
+
+def command_result(res, stderr):
+    """A user's command has no result line: its check value is its exit
+    status with its output's hash (any exit status is a result, compared
+    with the reference's), its resident set at exit the last RSS sample."""
+    res.fields = {"output": "exit%d/sha256:%s/%dB" % (res.exit, res.stdout_sha256[:16],
+                                                       res.stdout_len),
+                  "exit": res.exit}
+    # A zombie's statm reads 0: the last sample of the living process counts,
+    # and only past the first two (a shorter life has none past its exec).
+    living = [kb for _, kb in res.rss_series if kb > 0]
+    if len(living) >= 3:
+        res.fields["rss_end_kb"] = living[-1]
+    if "cannot be preloaded" in stderr:
+        res.status, res.reason = FAILED, "LD_PRELOAD not in effect: " + \
+            next(l for l in stderr.splitlines() if "cannot be preloaded" in l)[:200]
     return res
 
 
@@ -124,10 +145,8 @@ def run_workloads(args, workloads, active, ctx, launcher, strace_note, progress,
     try:
         for wl in workloads:
             extra = list(wl.quick if args.quick else wl.args)
-            skip_reason = None
-            if not os.path.exists(wl.binary(bindir)):
-                skip_reason = "%s is not built" % os.path.basename(wl.binary(bindir))
-            elif wl.prepare:
+            skip_reason = wl.missing(bindir)
+            if skip_reason is None and wl.prepare:
                 try:
                     extra += wl.prepare(ctx)
                 except Skip as e:

@@ -145,16 +145,17 @@ def paired_verdict(c, keys=PAIRED_KEYS):
     return "faster" if hi < 1 else "slower" if lo > 1 else "tie"
 
 
-def add_ratios(summaries, allocators, cells=None, baseline=None):
+def add_ratios(summaries, allocators, cells=None, baseline=None, best_of="peers"):
     """ratio_glibc, ratio_best_peer for time and peak RSS, per workload; given
     the runs (cells), also the paired ratio to the best peer's time: the
     median of the per-round ratios with its 95% interval (paired_best_peer,
     paired_lo, paired_hi, over paired_n rounds), and with a baseline (an
-    allocator's name: --baseline) the same against its time (BASELINE_KEYS)."""
+    allocator's name: --baseline) the same against its time (BASELINE_KEYS).
+    best_of "all": the reference is the fastest allocator of any kind."""
     by_wl = {}
     for s in summaries:
         by_wl.setdefault(s["workload"], []).append(s)
-    peers = {a.name for a in allocators if a.kind == "peer"}
+    peers = {a.name for a in allocators if a.kind == "peer" or best_of == "all"}
     for wl_cells in by_wl.values():
         glibc = next((c for c in wl_cells if c["allocator"] == "glibc" and c["status"] == OK),
                      None)

@@ -2,9 +2,16 @@
 --quick arguments. Each is build/bin/tsb-<program>, built from
 bench/workloads/<program>.c; several entries may run one program with
 different arguments. docs/bench-workloads.md describes each of them.
+
+Besides the table, two kinds of workload come from the command line: a
+user's command (--command, CommandWorkload: timed from outside, its
+standard output and exit status compared across allocators) and a recorded
+trace (--trace, TraceWorkload: replayed by tsb-memsim).
 """
 
 import os
+import shlex
+import shutil
 import subprocess
 
 from tsbench.process import clean_env
@@ -31,6 +38,14 @@ class Workload:
 
     def binary(self, bindir):
         return os.path.join(bindir, "tsb-" + self.program)
+
+    def missing(self, bindir):
+        """Why this workload cannot run here, or None."""
+        path = self.binary(bindir)
+        return None if os.path.exists(path) else "%s is not built" % os.path.basename(path)
+
+    def argv(self, bindir, extra_args):
+        return [self.binary(bindir)] + list(extra_args)
 
 
 class Skip(Exception):
@@ -181,9 +196,94 @@ WORKLOADS = [
 WORKLOAD_NAMES = [w.name for w in WORKLOADS]
 
 
+class CommandWorkload(Workload):
+    """A user's command, run as it is under each allocator. Its time is the
+    wall time from outside; its check value is its exit status and a hash
+    of its standard output, so an allocator under which the command prints
+    something else (or exits otherwise) is WRONG, not timed. RSS is sampled
+    while it runs: the last sample is its resident set near its exit."""
+
+    kind = "command"
+
+    def __init__(self, name, command, stdin=None):
+        super().__init__(name, "command: " + " ".join(shlex.quote(a) for a in command),
+                         [], [], check_key="output", rss_series=True, default=False)
+        self.command = list(command)
+        self.stdin = os.path.abspath(stdin) if stdin else os.devnull  # its standard input
+
+    def binary(self, bindir):
+        return shutil.which(self.command[0]) or self.command[0]
+
+    def missing(self, bindir):
+        if shutil.which(self.command[0]) is None:
+            return "command not found: %s" % self.command[0]
+        if not os.path.exists(self.stdin):
+            return "no such file for standard input: %s" % self.stdin
+        return None
+
+    def argv(self, bindir, extra_args):
+        return list(self.command)
+
+
+class TraceWorkload(Workload):
+    """A recorded trace (docs/trace-format.md) replayed by tsb-memsim: one
+    thread, the calls in the order the recorder saw them, `repeats` times."""
+
+    kind = "trace"
+
+    def __init__(self, name, path, repeats=1):
+        super().__init__(name, "trace %s replayed by memsim, %d repeat(s)"
+                         % (os.path.basename(path), repeats),
+                         ["--threads", "1", "--repeats", str(repeats)],
+                         ["--threads", "1", "--repeats", str(repeats)], program="memsim",
+                         default=False)
+        self.path = os.path.abspath(path)
+        self.prepare = lambda ctx: ["--trace", self.path]
+
+    def missing(self, bindir):
+        if not os.path.isfile(self.path):
+            return "no such trace: %s" % self.path
+        return super().missing(bindir)
+
+
+def named_spec(option, spec):
+    """NAME=VALUE of --command and --trace -> (name, value)."""
+    name, eq, value = spec.partition("=")
+    if not eq or not name or not value:
+        raise SystemExit("tsbench: %s wants NAME=VALUE, got %r" % (option, spec))
+    if name in WORKLOAD_NAMES:
+        raise SystemExit("tsbench: %s %s: the name is one of the workloads'; pick another"
+                         % (option, name))
+    return name, value
+
+
+def custom_workloads(args):
+    """The workloads of --command, --trace and a command after `--`, in
+    that order."""
+    found = []
+    for spec in args.command or []:
+        name, text = named_spec("--command", spec)
+        found.append(CommandWorkload(name, shlex.split(text), args.stdin))
+    for spec in args.trace or []:
+        name, path = named_spec("--trace", spec)
+        found.append(TraceWorkload(name, path, args.trace_repeats))
+    if args.argv:
+        name = args.name or os.path.basename(args.argv[0])
+        found.append(CommandWorkload(name, args.argv, args.stdin))
+    names = [w.name for w in found]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SystemExit("tsbench: two workloads named %s (name them: --name, NAME=...)"
+                         % ", ".join(dup))
+    return found
+
+
 def choose_workloads(args, log):
-    """The workloads --workloads names, in table order; without it, those
-    marked default."""
+    """The workloads --workloads names, in table order, then those of
+    --command and --trace; without any of them, those marked default."""
+    custom = custom_workloads(args) if hasattr(args, "command") else []
+    if custom and not args.workloads:
+        return custom
     if not args.workloads:
         return [w for w in WORKLOADS if w.default]
     wanted = [n.strip() for n in args.workloads.split(",") if n.strip()]
@@ -191,4 +291,4 @@ def choose_workloads(args, log):
     if unknown:
         raise SystemExit("tsbench: unknown workload(s) %s; known: %s" % (
             ", ".join(unknown), ", ".join(WORKLOAD_NAMES)))
-    return [w for w in WORKLOADS if w.name in wanted]
+    return [w for w in WORKLOADS if w.name in wanted] + custom

@@ -25,7 +25,7 @@ static long opt_threads = 4, opt_rounds = 20, opt_objects = 2000, opt_keep = 200
             opt_large_ppm = 10000, opt_huge_ppm = 1000, opt_grow_pct = 5;
 
 #define DENSE_LIMIT 65536 /* blocks up to this size get every word written */
-#define PAGE_WORDS 512    /* one word per 4 KiB page above it */
+#define PAGE_WORDS  512   /* one word per 4 KiB page above it */
 
 typedef struct {
     _Alignas(64) long id;
@@ -131,8 +131,7 @@ static void drop_block(worker_t *me, uint64_t *w) {
 static void *worker(void *arg) {
     worker_t *me = arg;
     for (long k = 0; k < opt_objects; k++) {
-        uint64_t id =
-            tsb_mix(((uint64_t)me->round << 40) ^ ((uint64_t)me->id << 24) ^ (uint64_t)k);
+        uint64_t id = tsb_mix(((uint64_t)me->round << 40) ^ ((uint64_t)me->id << 24) ^ (uint64_t)k);
         size_t n = pick_size(&me->rng);
         uint64_t *w = make_block(me, id, n);
         me->bytes_alloc += n;

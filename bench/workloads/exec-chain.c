@@ -147,8 +147,8 @@ int main(int argc, char **argv) {
                 dup2(fds[1], 1);
                 close(fds[0]);
                 close(fds[1]);
-                char *args[] = {argv[0], "--stage", stage_arg, "--records", records,
-                                "--malloc-from", (char *)from, NULL};
+                char *args[] = {argv[0], "--stage",       stage_arg,    "--records",
+                                records, "--malloc-from", (char *)from, NULL};
                 execv("/proc/self/exe", args);
                 _exit(127);
             }
@@ -164,12 +164,14 @@ int main(int argc, char **argv) {
             if (waitpid(pids[s], &status, 0) != pids[s]) tsb_fail("waitpid: %s", strerror(errno));
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 tsb_fail("stage %ld: %s %d (3: other malloc, 4: NULL or short read, 5: bad "
-                         "record, 6: write, 127: exec)", s, WIFEXITED(status) ? "exit" : "signal",
+                         "record, 6: write, 127: exec)",
+                         s, WIFEXITED(status) ? "exit" : "signal",
                          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
         }
         if (len != total || memcmp(got, want, total) != 0)
             tsb_fail("repetition %ld: the last stage wrote %zu bytes that differ from the %zu "
-                     "expected", r, len, total);
+                     "expected",
+                     r, len, total);
         check += sum;
     }
     double elapsed = tsb_now() - t0;

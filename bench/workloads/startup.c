@@ -90,8 +90,9 @@ int main(int argc, char **argv) {
         if (pid < 0) tsb_fail("fork: %s", strerror(errno));
         if (pid == 0) {
             close(fds[0]);
-            char *args[] = {argv[0], "--child", "1", "--blocks", blocks, "--report-fd", fd_arg,
-                            "--malloc-from", (char *)from, NULL};
+            char *args[] = {argv[0],      "--child",     "1",    "--blocks",
+                            blocks,       "--report-fd", fd_arg, "--malloc-from",
+                            (char *)from, NULL};
             execv("/proc/self/exe", args);
             _exit(127);
         }

@@ -15,8 +15,7 @@
 
 #include "tsb.h"
 
-static long opt_threads = 2000, opt_blocks = 8, opt_min = 16, opt_max = 2048,
-            opt_stack_kb = 64;
+static long opt_threads = 2000, opt_blocks = 8, opt_min = 16, opt_max = 2048, opt_stack_kb = 64;
 
 #define MAX_BLOCKS 64
 

@@ -23,9 +23,9 @@ extern "C" {
 TS_HIDDEN TS_NORETURN void _ts_assert_fail(const char *cond, const char *file, int line,
                                            const char *func);
 
-#define ts_assert(c)                                                                              \
-    do {                                                                                          \
-        if (TS_CHECKED && !(c)) _ts_assert_fail(#c, __FILE__, __LINE__, __func__);                \
+#define ts_assert(c)                                                                               \
+    do {                                                                                           \
+        if (TS_CHECKED && !(c)) _ts_assert_fail(#c, __FILE__, __LINE__, __func__);                 \
     } while (0)
 
 #ifdef __cplusplus

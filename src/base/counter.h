@@ -15,9 +15,8 @@
 
 TS_INLINE void ts_peak_update(_Atomic size_t *peak, size_t now) {
     size_t seen = atomic_load_explicit(peak, memory_order_relaxed);
-    while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now,
-                                                                memory_order_relaxed,
-                                                                memory_order_relaxed)) {
+    while (now > seen && !atomic_compare_exchange_weak_explicit(
+                             peak, &seen, now, memory_order_relaxed, memory_order_relaxed)) {
     }
 }
 

@@ -29,7 +29,8 @@ typedef struct ts_futex_mutex {
     atomic_int state; /* 0 unlocked, 1 locked, 2 locked with (possible) waiters */
 } ts_futex_mutex_t;
 
-#define TS_FUTEX_MUTEX_INIT {0}
+#define TS_FUTEX_MUTEX_INIT                                                                        \
+    { 0 }
 
 TS_INLINE void ts_futex_init(ts_futex_mutex_t *m) {
     atomic_store_explicit(&m->state, 0, memory_order_relaxed);
@@ -42,9 +43,8 @@ TS_HIDDEN void _ts_futex_wake(ts_futex_mutex_t *m);
 
 TS_INLINE void ts_futex_lock(ts_futex_mutex_t *m) {
     int expected = 0;
-    if (ts_likely(atomic_compare_exchange_strong_explicit(&m->state, &expected, 1,
-                                                          memory_order_acquire,
-                                                          memory_order_relaxed)))
+    if (ts_likely(atomic_compare_exchange_strong_explicit(
+            &m->state, &expected, 1, memory_order_acquire, memory_order_relaxed)))
         return;
     _ts_futex_lock_wait(m);
 }

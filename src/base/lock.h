@@ -45,12 +45,16 @@ typedef struct ts_lock {
 } ts_lock_t;
 
 #define TS_LOCK_INIT(own_kind)                                                                     \
-    {TS_LOCK_UNRESOLVED, own_kind, 0, TS_FUTEX_MUTEX_INIT, TS_SPINLOCK_INIT,                       \
-     PTHREAD_MUTEX_INITIALIZER}
+    {                                                                                              \
+        TS_LOCK_UNRESOLVED, own_kind, 0, TS_FUTEX_MUTEX_INIT, TS_SPINLOCK_INIT,                    \
+            PTHREAD_MUTEX_INITIALIZER                                                              \
+    }
 /* A pthread mutex that spins briefly before sleeping, unless TSALLOC_LOCK says otherwise. */
 #define TS_LOCK_INIT_ADAPTIVE                                                                      \
-    {TS_LOCK_UNRESOLVED, TS_LOCK_PTHREAD, 1, TS_FUTEX_MUTEX_INIT, TS_SPINLOCK_INIT,                \
-     PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP}
+    {                                                                                              \
+        TS_LOCK_UNRESOLVED, TS_LOCK_PTHREAD, 1, TS_FUTEX_MUTEX_INIT, TS_SPINLOCK_INIT,             \
+            PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP                                                  \
+    }
 
 /* Initialises a lock in memory the design obtained itself (or, in a fork
  * child, a lock that may have been held at fork), keeping its kind. */

@@ -29,6 +29,8 @@ TS_OPTION(STATS, "STATS", CORE, CHOICE, 0, 0, 2,
           "print statistics at exit (1: text, 2: JSON)")
 TS_OPTION(VERBOSE, "VERBOSE", CORE, CHOICE, 0, 0, 2,
           "report options and OS refusals on stderr")
+TS_OPTION(SHARED_START, "SHARED_START", CORE, INT, 16, 0, 1 << 20,
+          "threads with a heap from which on a new thread starts on the shared heap (0: never)")
 
 /* ---- bestfit and bestfit-tls ---- */
 TS_OPTION(BESTFIT_MIN_SPLIT, "BESTFIT_MIN_SPLIT", BESTFIT, SIZE, 32, 32, TS_GB(1),

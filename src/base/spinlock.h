@@ -33,7 +33,8 @@ typedef struct ts_spinlock {
     atomic_int held;
 } ts_spinlock_t;
 
-#define TS_SPINLOCK_INIT {0}
+#define TS_SPINLOCK_INIT                                                                           \
+    { 0 }
 
 /* The hint for one turn of a spin-wait loop: `pause` on x86-64 (saves power,
  * leaves the core to its sibling hyperthread, avoids the memory-order

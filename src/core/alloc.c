@@ -30,12 +30,17 @@ void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero) {
             return _ts_large_alloc(size, align, zero);
         }
     }
+    if (zero) heap->fresh = NULL;
     void *p = _ts_heap_malloc_class(heap, cls);
     if (ts_unlikely(!p)) {
         errno = ENOMEM;
         return NULL;
     }
-    if (zero) memset(p, 0, size);
+    /* A block carved by this call from memory never written since it was
+     * mapped or purged is zero past its list link and free mark (the mark
+     * was cleared as it was handed out): calloc of a fresh 512 KiB block
+     * then faults in only what the program writes, as glibc's does. */
+    if (zero) memset(p, 0, p == (void *)heap->fresh ? 2 * sizeof(void *) : size);
     return p;
 }
 
@@ -43,8 +48,8 @@ void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero) {
 void *_ts_alloc_aligned(size_t size, size_t align, bool zero) {
     ts_heap_t *heap = _ts_tls_heap;
     if (ts_unlikely(heap->state != TS_HEAP_ACTIVE)) {
-        if (heap == &_ts_heap_dead) {
-            void *p = _ts_orphan_alloc(size, align, zero);
+        if (heap == &_ts_heap_dead || _ts_thread_start_shared()) {
+            void *p = _ts_shared_alloc(size, align, zero);
             ts_purge_safe_point();
             return p;
         }

@@ -84,6 +84,7 @@ int _ts_core_trim(size_t pad) {
     size_t purged = atomic_load(&_ts_stats.purged), unmapped = atomic_load(&_ts_stats.unmapped);
     ts_heap_t *heap = _ts_tls_heap;
     if (heap->state == TS_HEAP_ACTIVE) _ts_heap_collect(heap, true);
+    _ts_shared_collect(true);
     _ts_purge_run(_ts_os_now_ns(), true);
     _ts_segment_cache_trim();
     return atomic_load(&_ts_stats.purged) != purged || atomic_load(&_ts_stats.unmapped) != unmapped;
@@ -139,4 +140,9 @@ TS_EXPORT void *ts_aligned_alloc(size_t align, size_t size) {
 
 TS_EXPORT size_t ts_usable_size(const void *ptr) {
     return ptr ? _ts_usable_checked(ptr, "ts_usable_size") : 0;
+}
+
+/* TS_VERSION_STRING comes from the build (CMake's project version). */
+TS_EXPORT const char *ts_version(void) {
+    return TS_VERSION_STRING;
 }

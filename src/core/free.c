@@ -156,9 +156,9 @@ static uint16_t batch_idle(ts_rbatch_t *b, uint16_t now) {
 }
 
 static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
-    if (ts_unlikely(heap == &_ts_heap_empty)) {
-        /* A thread that only frees (a consumer) gets a heap too: its frees are
-         * then batched per page instead of one CAS each. */
+    if (ts_unlikely(heap == &_ts_heap_empty) && !_ts_thread_start_shared()) {
+        /* A thread that only frees (a consumer) gets a heap too, once past its
+         * start: its frees are then batched per page instead of one CAS each. */
         ts_heap_t *h = _ts_thread_init();
         if (h) heap = h;
     }

@@ -13,14 +13,25 @@
  * back as the last blocks are freed. Blocks of a dead thread can be freed by
  * any thread at any time (they are remote frees).
  *
+ * Once TSALLOC_SHARED_START threads have heaps, a new thread does not get
+ * one at once: its first TS_SHARED_START_CALLS allocations and frees of other
+ * threads' blocks (which would give it a heap of its own, to batch them) use
+ * the shared heap, under shared_lock, and one CAS per remote free. A heap
+ * costs a thread about 40 KiB resident (the heap, a segment header and its
+ * page descriptors, and one OS page for each class it uses); a thread that
+ * makes only a few allocations costs the bytes of its blocks instead, packed
+ * beside other threads' blocks. With fewer threads each gets its heap on its
+ * first call: no lock, and a single-threaded program maps no segment for a
+ * shared heap.
+ *
  * A thread that allocates after its heap's destructor ran (a later TLS
- * destructor) uses the orphan heap, shared under orphan_lock. A thread that
+ * destructor) uses the shared heap too. A thread that
  * makes its first call after the key destructors ran (glibc frees other
  * threads' TLS blocks there) gets a heap whose destructor never runs: each
  * heap holds a robust mutex for its thread, and the purge thread abandons the
  * heaps whose mutex the kernel marked as left by a dead owner.
  *
- * Lock order: orphan_lock, then pool_lock (see internal.h for the rest).
+ * Lock order: shared_lock, then pool_lock (see internal.h for the rest).
  */
 #include "core/internal.h"
 
@@ -41,8 +52,8 @@ static ts_heap_t *pool_free;
 static ts_heap_t *heaps_all;
 static uint32_t heap_ids;
 
-static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
-static ts_heap_t *orphan;
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static ts_heap_t *shared;
 
 /* The main thread's heap while it lives. Until main's heap is freed, main
  * has not called pthread_exit, so other threads' exits need not make the
@@ -52,7 +63,7 @@ static _Atomic(ts_heap_t *) main_heap;
  * mutex), for the next _ts_heaps_reap to abandon. Under pool_lock. */
 static ts_heap_t *found_dead;
 
-/* Heaps counted in heaps_live that belong to no running thread: the orphan
+/* Heaps counted in heaps_live that belong to no running thread: the shared
  * heap, and in a fork child those of the parent's other threads. */
 static _Atomic size_t heaps_foreign;
 
@@ -96,7 +107,7 @@ ts_heap_t *_ts_heap_new(bool for_this_thread) {
     heap->state = TS_HEAP_ACTIVE;
     heap->maint_at = _ts_os_now_ns() + _ts_purge_delay_ns();
     if (!for_this_thread) {
-        atomic_fetch_add(&heaps_foreign, 1); /* the orphan heap: no thread's */
+        atomic_fetch_add(&heaps_foreign, 1); /* the shared heap: no thread's */
     } else {
         pthread_mutexattr_t attr;
         pthread_mutexattr_init(&attr);
@@ -320,21 +331,56 @@ void _ts_heap_abandon(ts_heap_t *heap) {
     heap_free(heap);
 }
 
-/* ---- the orphan heap ------------------------------------------------------------------- */
+/* ---- the shared heap ------------------------------------------------------------------- */
 
-void *_ts_orphan_alloc(size_t size, size_t align, bool zero) {
-    pthread_mutex_lock(&orphan_lock);
-    if (!orphan) orphan = _ts_heap_new(false);
-    void *p = orphan ? _ts_heap_alloc(orphan, size, align, zero) : NULL;
-    pthread_mutex_unlock(&orphan_lock);
+/* Calls a new thread makes on the shared heap before it gets its own. */
+#define TS_SHARED_START_CALLS 32
+
+/* Calls left to this thread on the shared heap, plus one (0: not counted
+ * yet; 1: none left). */
+static __thread uint32_t tls_start_left __attribute__((tls_model("initial-exec")));
+
+bool _ts_thread_start_shared(void) {
+    uint32_t left = tls_start_left;
+    if (ts_unlikely(left == 0)) { /* this thread's first call */
+        _ts_process_init();
+        size_t from = (size_t)_ts_option(TS_OPT_SHARED_START);
+        left = from && _ts_heaps_running() >= from ? TS_SHARED_START_CALLS + 1 : 1;
+    }
+    if (left > 1) {
+        tls_start_left = left - 1;
+        return true;
+    }
+    tls_start_left = 1;
+    return false;
+}
+
+void *_ts_shared_alloc(size_t size, size_t align, bool zero) {
+    pthread_mutex_lock(&shared_lock);
+    if (!shared) shared = _ts_heap_new(false);
+    void *p = shared ? _ts_heap_alloc(shared, size, align, zero) : NULL;
+    pthread_mutex_unlock(&shared_lock);
     if (!p) errno = ENOMEM;
     return p;
+}
+
+/* Retire the shared heap's pages whose blocks all came back: no thread of
+ * its own does so while no new thread allocates. `wait`: take the lock
+ * (malloc_trim); else only if free (a purge pass, which may run on the
+ * shared heap's own slow path). */
+void _ts_shared_collect(bool wait) {
+    if (wait)
+        pthread_mutex_lock(&shared_lock);
+    else if (pthread_mutex_trylock(&shared_lock) != 0)
+        return;
+    if (shared) _ts_heap_collect(shared, wait);
+    pthread_mutex_unlock(&shared_lock);
 }
 
 /* ---- fork -------------------------------------------------------------------------------- */
 
 void _ts_heaps_atfork_prepare(void) {
-    pthread_mutex_lock(&orphan_lock);
+    pthread_mutex_lock(&shared_lock);
     _ts_sweep_atfork_prepare(); /* a pass may hold blocks outside any other lock */
     pthread_mutex_lock(&pool_lock);
 }
@@ -342,7 +388,7 @@ void _ts_heaps_atfork_prepare(void) {
 void _ts_heaps_atfork_parent(void) {
     pthread_mutex_unlock(&pool_lock);
     _ts_sweep_atfork_parent();
-    pthread_mutex_unlock(&orphan_lock);
+    pthread_mutex_unlock(&shared_lock);
 }
 
 bool _ts_main_heap_live(void) {
@@ -376,7 +422,7 @@ static void cancel_handovers(ts_heap_t *heap) {
 void _ts_heaps_atfork_child(void) {
     pthread_mutex_init(&pool_lock, NULL);
     _ts_sweep_atfork_child();
-    pthread_mutex_init(&orphan_lock, NULL);
+    pthread_mutex_init(&shared_lock, NULL);
     size_t live = atomic_load_explicit(&_ts_stats.heaps_live, memory_order_relaxed);
     size_t mine = _ts_tls_heap->state == TS_HEAP_ACTIVE ? 1 : 0;
     atomic_store_explicit(&heaps_foreign, live > mine ? live - mine : 0, memory_order_relaxed);
@@ -396,5 +442,5 @@ void _ts_heaps_atfork_child(void) {
     /* Other threads do not exist here: a hand-over to the pages of the heaps
      * the child uses that was in flight will never finish. */
     if (self->state == TS_HEAP_ACTIVE) cancel_handovers(self);
-    if (orphan) cancel_handovers(orphan);
+    if (shared) cancel_handovers(shared);
 }

@@ -7,10 +7,11 @@
  * allocates. A thread's heap is made on its first allocation.
  *
  * TLS: one pointer (_ts_tls_heap, initial-exec, so the fast path reads it
- * with one instruction and no __tls_get_addr call). Eight bytes of static TLS
- * fit in the surplus glibc reserves for libraries loaded with dlopen, so the
- * library still works when it is dlopen'ed (it then only serves the callers
- * that reach it through the ts_* API).
+ * with one instruction and no __tls_get_addr call) and a new thread's count
+ * of calls on the shared heap (heap.c). Twelve bytes of static TLS fit in the
+ * surplus glibc reserves for libraries loaded with dlopen, so the library
+ * still works when it is dlopen'ed (it then only serves the callers that
+ * reach it through the ts_* API).
  *
  * Invariant: process_state goes 0 -> 1 (one thread initialising; others
  * yield) -> 2, and nothing during 1 allocates or waits for another thread.
@@ -43,7 +44,7 @@ static void thread_exit(void *arg) {
      * that reuses that stack. Only this thread's own heap is abandoned here;
      * heaps of dead threads are found through their robust mutex. */
     if (heap != _ts_tls_heap) return;
-    _ts_tls_heap = &_ts_heap_dead; /* later allocations: the orphan heap */
+    _ts_tls_heap = &_ts_heap_dead; /* later allocations: the shared heap */
     if (heap && heap->state == TS_HEAP_ACTIVE) _ts_heap_thread_exit(heap);
     ts_purge_safe_point();
 }

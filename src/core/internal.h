@@ -36,7 +36,7 @@
  *   free() consults it before reading any header, so foreign pointers are
  *   rejected without touching their memory.
  *
- * Lock order (outermost first): orphan_lock, sweep lock, heap pool lock, reclaim lock,
+ * Lock order (outermost first): shared_lock, sweep lock, heap pool lock, reclaim lock,
  * abandoned lock, segment cache lock, registry lock, segment spinlocks,
  * segment reserve lock, large-table stripes, large cache lock, purge mutex.
  * No lock is held across pthread_create or any call that may allocate.
@@ -87,6 +87,7 @@ enum ts_option {
     TS_OPT_RESCUE,
     TS_OPT_STATS,
     TS_OPT_VERBOSE,
+    TS_OPT_SHARED_START,
     TS_OPT_COUNT
 };
 TS_HIDDEN void _ts_options_init(void);
@@ -158,7 +159,7 @@ TS_HIDDEN uint64_t _ts_new_mark_key(void);
  * static empty heap (every direct slot points at an empty page), so the first
  * malloc falls into the slow path without a NULL check. */
 TS_HIDDEN extern __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec")));
-TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads that have not allocated yet */
+TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads without a heap yet */
 TS_HIDDEN extern ts_heap_t _ts_heap_dead;  /* threads past their heap's destructor */
 TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread);
 TS_HIDDEN void _ts_heap_thread_exit(ts_heap_t *heap);
@@ -166,7 +167,14 @@ TS_HIDDEN void _ts_heaps_reap(void);
 TS_HIDDEN void _ts_heap_abandon(ts_heap_t *heap);
 TS_HIDDEN void _ts_heap_slow_tick(ts_heap_t *heap);
 TS_HIDDEN void _ts_heap_collect(ts_heap_t *heap, bool force);
-TS_HIDDEN void *_ts_orphan_alloc(size_t size, size_t align, bool zero);
+/* The shared heap: threads past their heap's destructor, and new threads
+ * for their first calls (under a lock). */
+TS_HIDDEN void *_ts_shared_alloc(size_t size, size_t align, bool zero);
+/* For a thread without a heap: true while its call (an allocation, or a free
+ * of another thread's block) goes to the shared heap rather than making it
+ * one; counts the call. */
+TS_HIDDEN bool _ts_thread_start_shared(void);
+TS_HIDDEN void _ts_shared_collect(bool wait);
 TS_HIDDEN void _ts_heaps_atfork_prepare(void);
 TS_HIDDEN void _ts_heaps_atfork_parent(void);
 TS_HIDDEN void _ts_heaps_atfork_child(void);
@@ -276,6 +284,9 @@ TS_HIDDEN void _ts_registry_atfork_child(void);
 TS_HIDDEN ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_adopt,
                                             bool *adopted);
 TS_HIDDEN void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page);
+/* Write page i's index, base and area from the segment's layout (segment
+ * lock held; a fresh segment's descriptors get them on first use). */
+TS_HIDDEN void _ts_segment_page_place(ts_segment_t *seg, ts_page_t *page, unsigned i);
 TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
 TS_HIDDEN void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg);
 TS_HIDDEN void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg);

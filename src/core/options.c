@@ -22,10 +22,12 @@ _Static_assert(TS_OPT_PURGE_DELAY_MS == (int)TS_OPTID_PURGE_DELAY_MS &&
                    TS_OPT_LARGE_CACHE_MB == (int)TS_OPTID_LARGE_CACHE_MB &&
                    TS_OPT_HUGE_PAGES == (int)TS_OPTID_HUGE_PAGES &&
                    TS_OPT_RESCUE == (int)TS_OPTID_RESCUE && TS_OPT_STATS == (int)TS_OPTID_STATS &&
-                   TS_OPT_VERBOSE == (int)TS_OPTID_VERBOSE,
+                   TS_OPT_VERBOSE == (int)TS_OPTID_VERBOSE &&
+                   TS_OPT_SHARED_START == (int)TS_OPTID_SHARED_START,
                "the core's options lead the option table, in enum ts_option's order");
 #define TS_OPTION(id, name, owner, type, def, min, max, help) +(TS_OWNER_##owner == TS_OWNER_CORE)
-enum { CORE_TABLE_ENTRIES = 0
+enum {
+    CORE_TABLE_ENTRIES = 0
 #include "base/option_list.h"
 };
 #undef TS_OPTION

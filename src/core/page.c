@@ -38,13 +38,16 @@
 ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow path */
 
 /* Blocks carved per extension: lazy, so a page only touches what it hands
- * out: one OS page worth, at least TS_EXTEND_MIN blocks (carving writes one
- * word per block), and on big pages one block at a time (so that `touched`
- * bounds what the program touched: _ts_page_empty_at_free counts on it). The
- * owner's frees go straight back to the free list, so a loop that reuses few
- * blocks never extends again. */
+ * out. Carving writes one word at the start of each block (its free mark),
+ * so an extension carves the blocks that start in the OS page where the next
+ * block starts, and in the page after it when less than half of that one is
+ * left (so that an extension never carves a mere tail of one or two blocks):
+ * a class's first extension touches one OS page whatever the page's colour
+ * offset. Blocks of 4 KiB and more come one or two at a time, so `touched`
+ * bounds what the program touched (_ts_page_empty_at_free counts on it on
+ * big pages). The owner's frees go straight back to the free list, so a loop
+ * that reuses few blocks never extends again. */
 #define TS_EXTEND_BYTES 4096
-#define TS_EXTEND_MIN   4
 
 /* ---- heads ------------------------------------------------------------------ */
 
@@ -218,10 +221,17 @@ static bool page_extend(ts_page_t *page) {
     uint32_t left = page->reserved - page->capacity;
     if (!left) return false;
     uint32_t bs = page->block_size;
-    uint32_t n = TS_EXTEND_BYTES / bs;
-    if (n < TS_EXTEND_MIN) n = bs > TS_MEDIUM_PAGE_MAX ? 1 : TS_EXTEND_MIN; /* big: as needed */
-    if (n > left) n = left;
     char *first = (char *)page->start + (size_t)page->capacity * bs;
+    uint32_t room = TS_EXTEND_BYTES - (uint32_t)((uintptr_t)first & (TS_EXTEND_BYTES - 1));
+    if (room < TS_EXTEND_BYTES / 2)
+        room += TS_EXTEND_BYTES;       /* and the next: half a page at least */
+    uint32_t n = (room + bs - 1) / bs; /* the blocks that start in these OS pages */
+    if (n > left) n = left;
+    /* Past `touched` the page holds nothing written since it was mapped or
+     * purged: its first block is zero but for the words carving writes. */
+    uintptr_t owner = ts_page_owner(page) & ~TS_OWNER_FLAGS;
+    if ((uintptr_t)first - page->base >= page->touched && owner)
+        ((ts_heap_t *)owner)->fresh = (ts_block_t *)first;
     char *b = first;
     for (uint32_t i = 1; i < n; i++, b += bs) {
         ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);

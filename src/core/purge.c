@@ -53,6 +53,7 @@ static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
 uint64_t _ts_purge_run(uint64_t now, bool force) {
     atomic_fetch_add_explicit(&_ts_stats.purge_runs, 1, memory_order_relaxed);
     _ts_heaps_reap();
+    _ts_shared_collect(false);
     uint64_t next = _ts_abandoned_reclaim(now, force);
     uint64_t rescue = _ts_heaps_rescue(now);
     next = rescue < next ? rescue : next;

@@ -231,8 +231,7 @@ void _ts_registry_atfork_parent(void) {
 }
 
 void _ts_registry_atfork_child(void) {
-    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next)
-        ts_spin_init(&seg->lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_init(&seg->lock);
     pthread_mutex_init(&registry_lock, NULL);
     pthread_mutex_init(&reserve_lock, NULL);
 }

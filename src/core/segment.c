@@ -33,10 +33,25 @@ static size_t cache_count;
 
 /* ---- formatting ----------------------------------------------------------------- */
 
-/* Lay out a wholly free segment for pages of `kind` (owner only). */
+void _ts_segment_page_place(ts_segment_t *seg, ts_page_t *page, unsigned i) {
+    unsigned shift = seg->page_shift;
+    size_t offset = (size_t)i << shift;
+    size_t skip = offset < TS_SEGMENT_HEADER ? TS_SEGMENT_HEADER - offset : 0;
+    page->index = (uint8_t)i;
+    page->base = page->start = (uintptr_t)seg + offset + skip;
+    page->area = (uint32_t)(((size_t)1 << shift) - skip);
+}
+
+/* Lay out a wholly free segment for pages of `kind` (owner only). A segment
+ * mapped just now is all zero: its descriptors already read as free clean
+ * pages with nothing carved, and each gets its place when its page is first
+ * taken (or made dirty), so formatting writes none of them: a program that
+ * uses a few pages of a segment touches one or two OS pages of its 16 KiB of
+ * descriptors, not all four. */
 static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     ts_assert(seg->used_pages == 0 && kind < TS_KIND_COUNT);
     if (seg->kind == kind) return;
+    bool zero = seg->kind == TS_KIND_COUNT; /* never formatted: as mapped */
     static const uint8_t shifts[TS_KIND_COUNT] = {TS_SHIFT_SMALL, TS_SHIFT_MEDIUM, TS_SHIFT_BIG};
     unsigned shift = shifts[kind];
     unsigned count = (unsigned)(TS_SEGMENT_SIZE >> shift);
@@ -65,7 +80,12 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     seg->page_count = (uint8_t)count;
     seg->free_mask = 0;
     ts_assert(first < count && count <= TS_MAX_PAGES);
-    for (unsigned i = 0; i < TS_MAX_PAGES; i++) {
+    if (zero) {
+        ts_assert(!dirty);
+        seg->free_mask = (count == 64 ? ~(uint64_t)0 : ((uint64_t)1 << count) - 1) &
+                         ~(((uint64_t)1 << first) - 1);
+    }
+    for (unsigned i = 0; i < TS_MAX_PAGES && !zero; i++) {
         ts_page_t *page = &seg->pages[i];
         atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
         page->index = (uint8_t)i;
@@ -76,10 +96,8 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
             atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
             continue;
         }
-        size_t offset = (size_t)i << shift;
-        size_t skip = offset < TS_SEGMENT_HEADER ? TS_SEGMENT_HEADER - offset : 0;
-        page->base = page->start = (uintptr_t)seg + offset + skip;
-        page->area = (uint32_t)(((size_t)1 << shift) - skip);
+        _ts_segment_page_place(seg, page, i);
+        page->touched = 0; /* the old layout's pages were purged (refused ones: below) */
         ts_page_set_state(page, TS_PAGE_FREE_CLEAN);
         atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
         seg->free_mask |= (uint64_t)1 << i;
@@ -91,6 +109,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
         for (unsigned k = 0; k < kept; k++) {
             if (page->base >= kept_hi[k] || kept_lo[k] >= page->base + page->area) continue;
             ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
+            page->touched = page->area; /* resident, written: nothing fresh (calloc) */
             page->purge_at = now + _ts_look_period_ns();
             page->purge_refusals = 1;
             made |= (uint64_t)1 << i;
@@ -237,6 +256,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     bool was_dirty = (dirty & bit) != 0;
     if (was_dirty) atomic_fetch_and(&seg->dirty_mask, ~bit);
     ts_page_t *page = &seg->pages[i];
+    if (!page->area) _ts_segment_page_place(seg, page, i); /* first use since formatted */
     bool huge = !was_dirty && _ts_second_half_fresh(seg, i) && _ts_huge_wanted(heap, seg->kind);
     ts_page_set_state(page, TS_PAGE_IN_USE); /* before _ts_huge_half_taken, which skips it */
     bool dirtied = false;

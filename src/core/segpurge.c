@@ -66,6 +66,7 @@ bool _ts_huge_half_taken(ts_segment_t *seg, unsigned half) {
     for (unsigned i = seg->first_page; i < seg->page_count; i++) {
         ts_page_t *page = &seg->pages[i];
         if (page_half(seg, i) != half || ts_page_state(page) != TS_PAGE_FREE_CLEAN) continue;
+        if (!page->area) _ts_segment_page_place(seg, page, i); /* never taken yet */
         ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
         page->purge_at = at;
         page->purge_refusals = 0;
@@ -113,7 +114,7 @@ static void huge_halves_split(ts_segment_t *seg, unsigned halves) {
  * memory, or the test hook). Those stay dirty and counted as resident, their
  * purge due again after _ts_refused_retry_ns. */
 uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now) {
-    ts_assert(ts_spin_is_locked(&seg->lock)); /* held */
+    ts_assert(ts_spin_is_locked(&seg->lock));                     /* held */
     ts_assert(!(mask & ~seg->free_mask) || seg->used_pages == 0); /* free pages, or a format */
     unsigned halves = 0;
     for (uint64_t m = mask; m; m &= m - 1)

@@ -361,6 +361,10 @@ struct ts_heap {
     ts_page_t *big_linger; /* the big page last emptied by a free, left first in its queue
                             * (kept while used == 0; page.c, _ts_page_empty_at_free) */
     uint64_t remote_frees, remote_pushes, notify_frees, adopted, large_allocs;
+    /* The first block of the last carving, when it lay past its page's
+     * `touched`: zero but for its first two words (page.c, page_extend;
+     * calloc skips the rest). Cleared by the calloc path before it allocates. */
+    ts_block_t *fresh;
     ts_heap_t *all_next, *all_prev; /* live heaps (pool lock) */
     ts_heap_t *pool_next;
     /* Held by the heap's thread while it lives (robust: the kernel marks it

@@ -143,8 +143,7 @@ ts_throw_fn runtime_throw_bad_alloc() {
 bool runtime_new_reaches_us() {
     void *global = dlopen(nullptr, RTLD_LAZY);
     if (!global) return false;
-    bool ours = in_this_object(dlsym(global, "_Znwm")) ||
-                in_this_object(dlsym(global, "malloc"));
+    bool ours = in_this_object(dlsym(global, "_Znwm")) || in_this_object(dlsym(global, "malloc"));
     dlclose(global);
     return ours;
 }
@@ -229,8 +228,7 @@ inline new_request request_of(size_t size, std::align_val_t align, const std::no
 /* Every operator new: the design's malloc (or memalign for the aligned
  * forms) and, when it fails, the slow path. Inlined into each operator with
  * its form constant, so each keeps only its own path. */
-__attribute__((always_inline)) inline void *new_block(new_request r, new_form form,
-                                                      bool nothrow) {
+__attribute__((always_inline)) inline void *new_block(new_request r, new_form form, bool nothrow) {
     if (!r.aligned) {
         void *p = _TS_D(malloc)(r.size);
         return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);

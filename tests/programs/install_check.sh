@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make install, as a user does it: install the build into a fresh prefix, then
-# compile (1) a seed-assignment program with the README's line and (2) a
-# program using <tsalloc.h> through pkg-config, and run both; and check that
-# the installed launcher finds the installed libraries.
+# compile (1) a seed-assignment program with the README's line, (2) a
+# program using <tsalloc.h> through pkg-config and (3) a plain malloc program
+# against each design's pkg-config file, and run them; check that the
+# installed launcher finds the installed libraries, tools and tsbench
+# (`tsalloc compare`), and that the man pages are installed.
 # Usage: install_check.sh BUILD_DIR SOURCE_DIR
 set -eu
 build="$1"; src="$2"
@@ -25,13 +27,42 @@ int main(void) {
     p = ts_realloc(p, 5000);
     if (!p || p[99] != 7) return 2;
     ts_free(p);
-    printf("api ok\n");
+    printf("api ok %s\n", ts_version());
     return 0;
 }
 C
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc "$prefix/api.c" $(pkg-config --cflags --libs tsalloc) -Wl,-rpath,"$libdir" -o "$prefix/api"
-[ "$("$prefix/api")" = "api ok" ] || { echo "FAIL api client"; exit 1; }
+version=$(pkg-config --modversion tsalloc)
+[ "$("$prefix/api")" = "api ok $version" ] || { echo "FAIL api client: $("$prefix/api")"; exit 1; }
+[ "$("$prefix/bin/tsalloc" --version)" = "tsalloc $version" ] || { echo "FAIL --version"; exit 1; }
+# One .pc per design: the program's malloc is the design's (its statistics at exit).
+cat >"$prefix/plain.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    void *p = malloc(1000);
+    printf("plain %d\n", p != NULL);
+    free(p);
+    return 0;
+}
+C
+for d in $("$prefix/bin/tsalloc" list); do
+    pc=tsalloc-$d; [ "$d" = tsalloc ] && pc=tsalloc
+    cc "$prefix/plain.c" $(pkg-config --cflags --libs "$pc") -Wl,-rpath,"$libdir" \
+       -o "$prefix/plain-$d" || { echo "FAIL pkg-config $pc"; exit 1; }
+    out=$(TSALLOC_STATS=1 "$prefix/plain-$d" 2>&1)
+    echo "$out" | grep -q "^plain 1" || { echo "FAIL $pc client: $out"; exit 1; }
+    echo "$out" | grep -qiE "tsalloc|bytes" || { echo "FAIL $pc client: not on $d: $out"; exit 1; }
+done
+for page in man1/tsalloc.1 man3/tsalloc.3; do
+    [ -s "$prefix/share/man/$page" ] || { echo "FAIL man page $page not installed"; exit 1; }
+done
+# compare from the install: tsbench, memsim and the libraries all found there.
+out=$(cd "$prefix" && "$prefix/bin/tsalloc" compare --designs bins --runs 1 --out "$prefix/r" \
+      -- echo hi 2>&1) || { echo "FAIL installed compare: $out"; exit 1; }
+echo "$out" | grep -qE "^  bins +[0-9]" || { echo "FAIL installed compare: $out"; exit 1; }
+[ -s "$prefix/r/report.html" ] || { echo "FAIL installed compare: no report"; exit 1; }
 "$prefix/bin/tsalloc" list | grep -qx tsalloc || { echo "FAIL installed launcher"; exit 1; }
 [ "$("$prefix/bin/tsalloc" run -- sh -c 'echo $LD_PRELOAD')" = "$libdir/libtsalloc.so" ] \
     || { echo "FAIL launcher path"; exit 1; }

@@ -18,3 +18,21 @@ if(TS_PKG_CONFIG)
            ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(install_check PROPERTIES TIMEOUT 120)
 endif()
+
+# The CMake package (find_package from a consumer project) and the Debian
+# package of `make deb` (skipped without dpkg-deb).
+foreach(part cmake deb)
+  add_test(NAME package_${part} COMMAND ${CMAKE_CURRENT_LIST_DIR}/package_check.sh ${part}
+           ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(package_${part} PROPERTIES TIMEOUT 180 SKIP_REGULAR_EXPRESSION "SKIP: ")
+endforeach()
+
+# tsalloc compare (tsbench's runner on a user's command and on a recorded trace).
+find_program(TS_PYTHON3 python3)
+if(TS_PYTHON3 AND TARGET tsb-memsim AND TARGET tsalloc-record AND TARGET tsalloc-bins)
+  foreach(part command trace)
+    add_test(NAME compare_${part} COMMAND ${CMAKE_CURRENT_LIST_DIR}/compare.sh ${part}
+             ${CMAKE_BINARY_DIR})
+    set_tests_properties(compare_${part} PROPERTIES TIMEOUT 120)
+  endforeach()
+endif()

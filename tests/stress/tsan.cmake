@@ -39,6 +39,12 @@ if(TARGET tsd_core)
         ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
     endfunction()
     _core_tsan_test(core_tsan core_tsan.c "" 4 3 15000)
+    # The same with every thread but the first starting on the shared heap
+    # (heap.c): its lock, unbatched remote frees into its pages, and purge
+    # passes retiring them.
+    add_test(NAME core_tsan_shared COMMAND core_tsan 4 3 15000)
+    set_tests_properties(core_tsan_shared PROPERTIES TIMEOUT 300 ENVIRONMENT
+      "TSALLOC_SHARED_START=1;TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1")
     # The rescue races of core_rescue.c (owners freeing into pages the purge
     # thread holds claimed).
     _core_tsan_test(core_rescue_tsan core_rescue.c RESCUE_TSAN)

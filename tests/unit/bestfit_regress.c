@@ -541,11 +541,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(which, "untouched")) {
         untouched(api);
     } else {
-        fprintf(
-            stderr,
-            "usage: %s lock|nolock "
-            "calloc|odd_break|fork|glibc_sbrk|private_break|brk_blocked|untouched\n",
-            argv[0]);
+        fprintf(stderr,
+                "usage: %s lock|nolock "
+                "calloc|odd_break|fork|glibc_sbrk|private_break|brk_blocked|untouched\n",
+                argv[0]);
         return 2;
     }
     printf("bestfit_regress %s %s: ok\n", api->name, which);

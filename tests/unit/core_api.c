@@ -29,6 +29,8 @@ static void test_prefixed(void) {
     ts_free(q);
     ts_free(NULL);
     CHECK_EQ(ts_usable_size(NULL), 0);
+    /* The build's project(VERSION), as the packages are stamped with. */
+    CHECK(strcmp(ts_version(), TS_VERSION_STRING) == 0);
 
     unsigned char *z = ts_calloc(100, 100);
     CHECK(z != NULL);

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "core/internal.h"
+#include "tsalloc.h"
 
 #define CHUNK   ((size_t)256 * 1024)
 #define THREADS 100 /* more heaps than one chunk holds */
@@ -59,6 +60,8 @@ static int in_set(ts_heap_t *h, ts_heap_t **set, size_t n) {
 }
 
 int main(void) {
+    /* Every thread makes its heap on its first call (none starts shared). */
+    CHECK(ts_option_set("SHARED_START", 0));
     free(malloc(16));
     ts_heap_t *main_heap = _ts_tls_heap;
     CHECK(main_heap->state == TS_HEAP_ACTIVE);

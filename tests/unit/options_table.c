@@ -20,8 +20,8 @@ static long long read_as(ts_option_id_t id, const char *value, ts_option_origin_
     do {                                                                                           \
         ts_option_origin_t o;                                                                      \
         long long v = read_as(id, value, &o);                                                      \
-        CHECK_MSG(v == (want) && o == (want_origin), "%s=%s: %lld (origin %d)",                  \
-                  _ts_options[id].env, value ? value : "(unset)", v, (int)o);                     \
+        CHECK_MSG(v == (want) && o == (want_origin), "%s=%s: %lld (origin %d)",                    \
+                  _ts_options[id].env, value ? value : "(unset)", v, (int)o);                      \
     } while (0)
 
 static void test_entries(void) {

@@ -56,16 +56,16 @@ const char *block_line(const void *p);
 
 /* ---- the cases ------------------------------------------------------------ */
 
-void test_split(void);    /* pow2_unit_blocks.c */
-void test_realloc(void);  /* pow2_unit_blocks.c */
-void test_mremap(void);   /* pow2_unit_blocks.c */
-void test_giveback(void); /* pow2_unit_blocks.c */
-void test_dump(void);     /* pow2_unit_dump.c */
-void test_osfail(void);   /* pow2_unit_dump.c */
-void test_gap(void);      /* pow2_unit_dump.c */
-void test_misuse(void);   /* pow2_unit_dump.c */
-void test_lazy(void);     /* pow2_unit_lazy.c */
+void test_split(void);     /* pow2_unit_blocks.c */
+void test_realloc(void);   /* pow2_unit_blocks.c */
+void test_mremap(void);    /* pow2_unit_blocks.c */
+void test_giveback(void);  /* pow2_unit_blocks.c */
+void test_dump(void);      /* pow2_unit_dump.c */
+void test_osfail(void);    /* pow2_unit_dump.c */
+void test_gap(void);       /* pow2_unit_dump.c */
+void test_misuse(void);    /* pow2_unit_dump.c */
+void test_lazy(void);      /* pow2_unit_lazy.c */
 void test_lazyflush(void); /* pow2_unit_lazy.c */
-void test_trim(void);     /* pow2_unit_lazy.c */
+void test_trim(void);      /* pow2_unit_lazy.c */
 
 #endif

@@ -586,7 +586,6 @@ void P2(atfork_parent)(void) {
 }
 
 void P2(atfork_child)(void) {
-    for (unsigned i = 0; i < POW2_PART_SLOTS; i++)
-        _ts_lock_reinit(&P2(parts)[i].lock);
+    for (unsigned i = 0; i < POW2_PART_SLOTS; i++) _ts_lock_reinit(&P2(parts)[i].lock);
     _ts_lock_reinit(&P2(central).lock);
 }

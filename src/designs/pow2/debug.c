@@ -251,8 +251,8 @@ int P2(check_heap)(char *why, size_t cap) {
     if (pool != h->pool_chunks)
         problem(&c, "pool: %zu chunks mapped, %zu counted", pool, h->pool_chunks);
     if (from_break != h->brk_chunks || mapped != h->map_chunks)
-        problem(&c, "chunks: %zu brk %zu map, counted %zu %zu", from_break, mapped,
-                h->brk_chunks, h->map_chunks);
+        problem(&c, "chunks: %zu brk %zu map, counted %zu %zu", from_break, mapped, h->brk_chunks,
+                h->map_chunks);
     size_t listed = 0;
     for (pow2_free_t *ch = h->pool; ch; ch = ch->next) {
         if ((pow2_cmap_get((uintptr_t)ch) & ~(unsigned)POW2_CMAP_MAPPED) != POW2_CMAP_POOL)

@@ -132,7 +132,7 @@ static inline unsigned pow2_order_for(size_t bytes) {
 /* ---- partitions ------------------------------------------------------------ */
 
 typedef struct pow2_part {
-    ts_lock_t lock; /* a spin lock unless TSALLOC_LOCK says otherwise */
+    ts_lock_t lock;    /* a spin lock unless TSALLOC_LOCK says otherwise */
     uint32_t nonempty; /* bit k - POW2_MIN_ORDER: lists[k - POW2_MIN_ORDER] not empty */
     pow2_free_t *lists[POW2_ORDERS];
     pow2_free_t *lazy[POW2_ORDERS]; /* lazy blocks by order, most recently freed first */

@@ -14,7 +14,7 @@ configure_package_config_file(cmake/tsallocConfig.cmake.in
   PATH_VARS CMAKE_INSTALL_INCLUDEDIR)
 # 0.x: a minor version may change the API, so only 0.6.* satisfies 0.6.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/tsallocConfigVersion.cmake
-  COMPATIBILITY SameMinorVersion)
+  COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/cmake/tsallocConfig.cmake
               ${PROJECT_BINARY_DIR}/cmake/tsallocConfigVersion.cmake
         DESTINATION ${TS_CMAKE_DIR})

@@ -68,8 +68,12 @@ cmake)
     ldd "$work/c/b/api_static" | grep -q libtsalloc && fail "api_static links a shared tsalloc"
     out=$(TSALLOC_STATS=1 "$work/c/b/plain_bins" 2>&1)
     echo "$out" | grep -q "tsalloc (bins)" || fail "tsalloc::bins: malloc not the design's: $out"
-    # A version this package does not satisfy (the next minor) is refused.
-    consumer "$work/d" "${version%%.*}.$((${major_minor#*.} + 1))"
+    # Any earlier version of the same major is accepted (0.1, the first);
+    # one this package does not satisfy (the next major) is refused.
+    consumer "$work/e" "${version%%.*}.1"
+    cmake -S "$work/e" -B "$work/e/b" -DCMAKE_PREFIX_PATH="$prefix" >"$work/log" 2>&1 \
+        || { cat "$work/log"; fail "find_package(tsalloc ${version%%.*}.1) failed"; }
+    consumer "$work/d" "$((${version%%.*} + 1)).0"
     if cmake -S "$work/d" -B "$work/d/b" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null 2>&1; then
         fail "find_package accepted a version the package does not have"
     fi

@@ -203,6 +203,8 @@ static void *hysteresis_larger(void *arg) {
         if (!first) first = page_of(full[n]);
         if (page_of(full[n]) != first) break;
     }
+    /* Exact by layout: a 4 MiB page holds 9 blocks of the 448 KiB class
+     * that 400000 bytes round to; [8, 16) holds it without naming the class. */
     CHECK(n >= 8 && (size_t)first->capacity * first->block_size > TS_EMPTY_BIG_EXTRA_BYTES);
     CHECK(n < 16);
     free(full[n]); /* the next page's block first: `first` then heads its queue */

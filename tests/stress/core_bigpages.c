@@ -85,6 +85,7 @@ static void check_heap(const char *where) {
         CHECK_MSG(p->cached && p->used == 0 && !in_queue(h, p), "%s: slot page state", where);
         fat += p->touched > TS_EMPTY_BIG_EXTRA_BYTES;
     }
+    /* Exact: the keep rule (page.c) lets only one kept page exceed it. */
     CHECK_MSG(fat <= 1, "%s: %u kept empty big pages with more than 1 MiB touched", where, fat);
 }
 

@@ -128,6 +128,8 @@ static void test_rescue(void) {
     pthread_t freer;
     CHECK(pthread_create(&freer, NULL, free_owner_blocks, &o) == 0);
     CHECK(pthread_join(freer, NULL) == 0);
+    /* RSS falls to 0.6 to 2.6 MiB above the base (measured) from 150 MB
+     * above: 20 MB is 7x the most. */
     size_t limit = base + 20 * MB;
     double t0 = now_s(), took = -1;
     while (now_s() - t0 < 20.0) {
@@ -145,7 +147,9 @@ static void test_rescue(void) {
     CHECK_MSG(rescued >= 50, "only %zu pages rescued", rescued);
     printf("idle owner: rss %zu -> %zu KB, back under %zu KB after %.0f ms; %zu pages rescued\n",
            base >> 10, high >> 10, limit >> 10, took * 1000, rescued);
-    /* Rescued pages are decommitted in the statistics as they are purged. */
+    /* Rescued pages are decommitted in the statistics as they are purged:
+     * 5.5 MiB stay committed (measured), 30 MB is 5x that and far below the
+     * 150 MB filled. */
     size_t committed = atomic_load(&_ts_stats.committed);
     CHECK_MSG(committed <= committed0 + 30 * MB, "committed %zu KB after the rescue, %zu before",
               committed >> 10, committed0 >> 10);
@@ -153,9 +157,13 @@ static void test_rescue(void) {
     owner_run(&o, alloc_all);
     owner_run(&o, check_free_all);
     owner_run(&o, trim);
-    CHECK_MSG(pages_in_use() <= pages0 + 2, "pages in use %zu, %zu before (rescued ones leaked?)",
+    /* Two more than before (measured); 4 is 2x that, and the 93 rescued
+     * pages, leaked, would be far more. */
+    CHECK_MSG(pages_in_use() <= pages0 + 4, "pages in use %zu, %zu before (rescued ones leaked?)",
               pages_in_use(), pages0);
-    /* Retired clean: counted neither as free resident nor decommitted twice. */
+    /* Retired clean: counted neither as free resident nor decommitted twice.
+     * Measured: 0 dirty (bound 4 MB) and 0.14 MiB more committed than before
+     * the fill (bound 30 MB). */
     size_t dirty = atomic_load(&_ts_stats.dirty);
     committed = atomic_load(&_ts_stats.committed);
     CHECK_MSG(dirty <= 4 * MB, "%zu KB free resident after the owner's trim", dirty >> 10);

@@ -171,6 +171,9 @@ static void test_driven(void) {
     pass();
     size_t rss_after = ts_rss_bytes();
     CHECK_MSG(swept() - s0 >= nfreed, "%zu blocks swept of %zu freed", swept() - s0, nfreed);
+    /* At most 30% of the swept bytes may stay resident; 3% stay (RSS falls
+     * 32.4 MiB for 32.8 MiB swept, measured), 10x below. Tight on the fall
+     * (70%): a looser one passes a sweep that purges half the pages. */
     CHECK_MSG(rss_before > rss_after && rss_before - rss_after >= freed / 10 * 7,
               "RSS %zu -> %zu KB after sweeping %zu KB of blocks", rss_before >> 10,
               rss_after >> 10, freed >> 10);
@@ -213,6 +216,8 @@ static void test_driven(void) {
     owner_run(&o, alloc_all);
     owner_run(&o, check_free_all);
     owner_run(&o, trim);
+    /* One fewer than before (measured), 3 under the bound; each page of
+     * swept blocks that is lost stays in use. */
     CHECK_MSG(pages_in_use() <= pages0 + 2, "pages in use %zu, %zu before (swept ones lost?)",
               pages_in_use(), pages0);
     printf("driven: %zu blocks freed (%zu KB), RSS %zu -> %zu KB, %zu swept\n", nfreed, freed >> 10,
@@ -269,7 +274,9 @@ static void test_helper(int how) {
         CHECK_MSG(wait_for(sweep_far, NULL, 20.0), "no sweep was set a long purge delay out");
         CHECK(ts_option_set("purge_delay_ms", 20));
     }
-    /* From here on no thread calls the allocator. */
+    /* From here on no thread calls the allocator. At most 30% of the freed
+     * bytes may stay resident: 0.4 to 3.2 MiB of 32.8 MiB stay (measured),
+     * 3x below; an owner's pages left alone keep all of them. */
     size_t limit = high - freed / 10 * 7;
     double t0 = now_s();
     CHECK_MSG(wait_for(rss_at_most, &limit, 20.0),

@@ -59,4 +59,18 @@ static inline void *ts_family_aligned_alloc(size_t align, size_t size) {
     return ts_family_memalign(align, size);
 }
 
+/* posix_memalign: the error is the result and errno is kept, as POSIX says. */
+static inline int ts_family_posix_memalign(void **out, size_t align, size_t size) {
+    if (!ts_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = ts_family_memalign(align, size);
+    if (!p) {
+        int err = errno == EINVAL ? EINVAL : ENOMEM;
+        errno = saved;
+        return err;
+    }
+    *out = p;
+    return 0;
+}
+
 #endif

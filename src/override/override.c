@@ -94,16 +94,7 @@ void *aligned_alloc(size_t align, size_t size) {
 }
 
 int posix_memalign(void **out, size_t align, size_t size) {
-    if (!ts_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
-    int saved = errno;
-    void *p = ts_family_memalign(align, size);
-    if (!p) {
-        int err = errno == EINVAL ? EINVAL : ENOMEM;
-        errno = saved;
-        return err;
-    }
-    *out = p;
-    return 0;
+    return ts_family_posix_memalign(out, align, size);
 }
 
 void *valloc(size_t size) {

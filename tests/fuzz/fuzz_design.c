@@ -6,8 +6,6 @@
  * The edge cases are those of designs/family.h, as in the shim. */
 #include "designs/family.h"
 
-#include <errno.h>
-
 #include "fuzz_api.h"
 
 static void *d_malloc(size_t size) {
@@ -28,18 +26,8 @@ static void *d_memalign(size_t align, size_t size) {
 static void *d_aligned_alloc(size_t align, size_t size) {
     return ts_family_aligned_alloc(align, size);
 }
-/* As the shim's posix_memalign: the error is the result, errno is kept. */
 static int d_posix_memalign(void **out, size_t align, size_t size) {
-    if (!ts_is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
-    int saved = errno;
-    void *p = ts_family_memalign(align, size);
-    if (!p) {
-        int err = errno == EINVAL ? EINVAL : ENOMEM;
-        errno = saved;
-        return err;
-    }
-    *out = p;
-    return 0;
+    return ts_family_posix_memalign(out, align, size);
 }
 static size_t d_usable_size(void *ptr) {
     return ptr ? _TS_D(usable_size)(ptr) : 0;

@@ -61,13 +61,11 @@ TS_HIDDEN int _ts_format(char *buf, size_t cap, const char *fmt, ...);
 /* getenv without allocation (NULL when unset or empty). The long parser
  * accepts numbers (strtoll base 0) with a suffix k/K, m/M or g/G (powers of
  * 1024) and an optional b/B; the bool parser 0/1, yes/no, true/false, on/off.
- * The parsers return false, *out untouched, for anything else; the _ts_env_
- * readers then return `fallback`. Options are read through base/options.h. */
+ * The parsers return false, *out untouched, for anything else. Options are
+ * read through the option table (base/options.h), never with getenv. */
 TS_HIDDEN const char *_ts_env(const char *name);
 TS_HIDDEN bool _ts_parse_long(const char *v, long long *out);
 TS_HIDDEN bool _ts_parse_bool(const char *v, bool *out);
-TS_HIDDEN long long _ts_env_long(const char *name, long long fallback);
-TS_HIDDEN bool _ts_env_bool(const char *name, bool fallback);
 
 #ifdef __cplusplus
 }

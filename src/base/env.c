@@ -56,15 +56,3 @@ bool _ts_parse_bool(const char *v, bool *out) {
     }
     return false;
 }
-
-long long _ts_env_long(const char *name, long long fallback) {
-    const char *v = _ts_env(name);
-    long long n;
-    return v && _ts_parse_long(v, &n) ? n : fallback;
-}
-
-bool _ts_env_bool(const char *name, bool fallback) {
-    const char *v = _ts_env(name);
-    bool b;
-    return v && _ts_parse_bool(v, &b) ? b : fallback;
-}

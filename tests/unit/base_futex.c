@@ -13,6 +13,7 @@
  * Usage: base_futex [pthread|futex|spin] -- the kind TSALLOC_LOCK must name.
  */
 #include "check.h"
+#include "critical_section.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,17 +30,6 @@
 static ts_futex_mutex_t mutex = TS_FUTEX_MUTEX_INIT;
 static ts_lock_t lock;
 static int use_lock; /* 0: the futex mutex itself, 1: lock */
-static volatile unsigned long counter;
-static volatile int inside;
-static atomic_ulong overlaps;
-
-static void critical_section(void) {
-    if (++inside != 1) atomic_fetch_add(&overlaps, 1);
-    unsigned long v = counter;
-    ts_cpu_relax();
-    counter = v + 1;
-    inside--;
-}
 
 static void *worker(void *arg) {
     unsigned id = (unsigned)(uintptr_t)arg;

@@ -12,6 +12,7 @@
  *   value offered.
  */
 #include "check.h"
+#include "critical_section.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,17 +25,6 @@
 #define ROUNDS  100000
 
 static ts_spinlock_t lock = TS_SPINLOCK_INIT;
-static volatile unsigned long counter; /* under lock */
-static volatile int inside;            /* under lock: threads in the section */
-static atomic_ulong overlaps;
-
-static void critical_section(void) {
-    if (++inside != 1) atomic_fetch_add(&overlaps, 1);
-    unsigned long v = counter;
-    ts_cpu_relax();
-    counter = v + 1;
-    inside--;
-}
 
 static void *lock_worker(void *arg) {
     unsigned id = (unsigned)(uintptr_t)arg;

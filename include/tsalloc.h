@@ -43,6 +43,75 @@ void ts_stats_print_json(FILE *out);
 long long ts_option_get(const char *name);
 bool ts_option_set(const char *name, long long value);
 
+/* ---- First-class heaps (docs/heaps.md) ----------------------------------
+ * Only the fast allocator (libtsalloc) has them; the other designs'
+ * libraries export none of the ts_* functions, so a program that calls
+ * these links against libtsalloc (TSALLOC_HAS_HEAPS says the header has them).
+ *
+ * A heap holds its own pages: blocks allocated from it are ordinary blocks
+ * (free, realloc, malloc_usable_size work on them from any thread), and
+ * ts_heap_destroy releases all of them at once, in time proportional to the
+ * heap's pages. Large blocks (above 512 KiB) allocated from a heap belong to
+ * it too.
+ *
+ * Threading: one thread at a time allocates from a heap (ts_heap_malloc and
+ * the others, ts_heap_visit, ts_heap_stats, ts_heap_destroy, ts_heap_delete):
+ * the caller serialises them, as for any unsynchronised object; the checked
+ * build aborts when two such calls overlap. Any thread may free its blocks
+ * at any time before the heap is destroyed; destroying it while another
+ * thread may still free into it is an error (a later free of one of its
+ * blocks aborts as an invalid pointer or double free where the page was
+ * not reused). */
+#define TSALLOC_HAS_HEAPS 1
+typedef struct ts_heap ts_heap_t;
+
+/* A new, empty heap; NULL with errno = ENOMEM. */
+ts_heap_t *ts_heap_new(void);
+/* The calling thread's default heap, the one malloc uses (made if the thread
+ * has none yet). It cannot be destroyed or deleted. */
+ts_heap_t *ts_heap_get_default(void);
+/* As malloc, calloc, realloc, aligned_alloc, strdup, strndup, the block
+ * coming from heap h. ts_heap_realloc keeps a block that fits in place and
+ * moves one that does not into h (p may be any block, or NULL); realloc()
+ * moves a block into the calling thread's default heap. */
+void *ts_heap_malloc(ts_heap_t *h, size_t size);
+void *ts_heap_calloc(ts_heap_t *h, size_t count, size_t size);
+void *ts_heap_realloc(ts_heap_t *h, void *p, size_t size);
+void *ts_heap_aligned_alloc(ts_heap_t *h, size_t align, size_t size);
+char *ts_heap_strdup(ts_heap_t *h, const char *s);
+char *ts_heap_strndup(ts_heap_t *h, const char *s, size_t n);
+/* Free every block of h at once, then h itself. Its pages go back to their
+ * segments, and from there to the OS after the purge delay (docs/options.md),
+ * as pages freed one block at a time would. NULL: nothing. */
+void ts_heap_destroy(ts_heap_t *h);
+/* Delete h but keep its live blocks valid: their pages move to the calling
+ * thread's default heap. NULL: nothing. */
+void ts_heap_delete(ts_heap_t *h);
+/* Call fn(arg, block, usable_size) for each live block of h (NULL: the
+ * calling thread's default heap) until fn returns false; returns false when
+ * fn stopped the walk. The visitor may read and write the blocks. For a heap
+ * of ts_heap_new it may free blocks of h (those not visited yet are then not
+ * visited) and allocate anywhere but in h; it must not destroy or delete h.
+ * Visiting the default heap, it must not call malloc, free or any function
+ * of the malloc family (they use that heap): it may use other heaps. Large
+ * blocks of plain malloc belong to no heap and are not visited. */
+typedef bool (*ts_heap_visitor_t)(void *arg, void *block, size_t usable_size);
+bool ts_heap_visit(ts_heap_t *h, ts_heap_visitor_t fn, void *arg);
+
+typedef struct ts_heap_stats {
+    size_t live_blocks;  /* blocks allocated and not freed (large ones included) */
+    size_t live_bytes;   /* their usable bytes */
+    size_t pages;        /* pages the heap holds */
+    size_t page_bytes;   /* their bytes */
+    size_t large_blocks; /* large blocks (above 512 KiB) it owns */
+    size_t large_bytes;  /* their mapped bytes */
+    size_t peak_bytes;   /* the most page_bytes + large_bytes held at once */
+} ts_heap_stats_t;
+/* Fill *out for h (NULL: the calling thread's default heap, whose large
+ * blocks are no heap's). Blocks other threads freed count as live until they reach
+ * the heap, which is at once for the heaps of ts_heap_new. */
+void ts_heap_stats(ts_heap_t *h, ts_heap_stats_t *out);
+
 /* The version of the library, "MAJOR.MINOR.PATCH" (e.g. "0.6.0"). */
 const char *ts_version(void);
 

@@ -168,6 +168,7 @@ void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg) {
         ts_page_t *page = &seg->pages[i];
         if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
         ts_assert(ts_page_owner(page) == 0 && page->used <= page->capacity);
+        ts_heap_pages_grew(heap, page->area);
         page->is_head = 0;
         page->in_full = 0;
         page->next = page->prev = NULL;

@@ -155,6 +155,16 @@ static uint16_t batch_idle(ts_rbatch_t *b, uint16_t now) {
     return (uint16_t)(now - b->last);
 }
 
+/* A page of a heap made by ts_heap_new (heapapi.c): its blocks are pushed
+ * at once, never batched, so ts_heap_destroy finds none held in another
+ * thread's batch. While the caller holds a live block of the page its owner
+ * can change only from such a heap to a thread's (ts_heap_delete), never
+ * the other way; heaps are never unmapped, so the read is safe. */
+static bool page_of_user_heap(const ts_page_t *page) {
+    const ts_heap_t *owner = (const ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
+    return owner && owner->user;
+}
+
 static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     if (ts_unlikely(heap == &_ts_heap_empty) && !_ts_thread_start_shared()) {
         /* A thread that only frees (a consumer) gets a heap too, once past its
@@ -169,7 +179,7 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         _ts_page_push_remote(page, block, block, 1);
         return;
     }
-    if (page->block_size > TS_RBATCH_MAX_BLOCK) {
+    if (page->block_size > TS_RBATCH_MAX_BLOCK || page_of_user_heap(page)) {
         heap->remote_frees++;
         heap->remote_pushes++;
         _ts_page_push_remote(page, block, block, 1);

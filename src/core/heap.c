@@ -196,6 +196,10 @@ static void heap_free(ts_heap_t *heap) {
         heaps_all = heap->all_next;
     if (heap->all_next) heap->all_next->all_prev = heap->all_prev;
     heap->state = TS_HEAP_UNINIT;
+    if (heap->user) { /* a heap of ts_heap_new's (heapapi.c): no thread's */
+        heap->user = 0;
+        atomic_fetch_sub(&heaps_foreign, 1);
+    }
     ts_heap_t *m = atomic_load(&main_heap);
     if (m == heap || (m && main_heap_orphaned(m))) atomic_store(&main_heap, NULL);
     heap->pool_next = pool_free; /* after main_heap lets go of it */
@@ -223,7 +227,7 @@ uint64_t _ts_heaps_rescue(uint64_t now) {
     uint64_t next = UINT64_MAX;
     pthread_mutex_lock(&pool_lock);
     for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
-        if (h == self) continue;
+        if (h == self || h->user) continue; /* heapapi.c's heaps: see docs/heaps.md */
         uint64_t at = _ts_heap_rescue(h, now);
         if (at < next) next = at;
     }
@@ -252,7 +256,7 @@ unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now
         }
         /* `now` may be older than another caller's note (it was read before
          * the sweep lock): not idle then, rather than a wrapped difference. */
-        if (h == self || h->state != TS_HEAP_ACTIVE || now < h->sweep_idle_since ||
+        if (h == self || h->user || h->state != TS_HEAP_ACTIVE || now < h->sweep_idle_since ||
             now - h->sweep_idle_since < idle_min)
             continue;
         if (idle_count++ < first || set->n == TS_SWEEP_MAX_IDLE) continue;
@@ -309,6 +313,10 @@ void _ts_heap_slow_tick(ts_heap_t *heap) {
 /* ---- thread exit --------------------------------------------------------------------- */
 
 void _ts_heap_abandon(ts_heap_t *heap) {
+    _ts_heap_abandon_to(heap, NULL);
+}
+
+void _ts_heap_abandon_to(ts_heap_t *heap, ts_heap_t *to) {
     /* No spare segment from here on. Under the pool lock: a rescue pass
      * (which holds it) has finished with this heap's `delayed` list, and no
      * later one takes it. */
@@ -326,8 +334,8 @@ void _ts_heap_abandon(ts_heap_t *heap) {
     for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++)
         while ((page = heap->queue[cls].first) != NULL) _ts_page_detach(heap, page);
     while ((page = heap->full.first) != NULL) _ts_page_detach(heap, page);
-    _ts_heap_release_segments(heap);
-    atomic_fetch_add(&_ts_stats.threads_exited, 1);
+    _ts_heap_release_segments(heap, to);
+    if (!heap->user) atomic_fetch_add(&_ts_stats.threads_exited, 1);
     heap_free(heap);
 }
 
@@ -443,4 +451,6 @@ void _ts_heaps_atfork_child(void) {
      * the child uses that was in flight will never finish. */
     if (self->state == TS_HEAP_ACTIVE) cancel_handovers(self);
     if (shared) cancel_handovers(shared);
+    for (ts_heap_t *h = heaps_all; h; h = h->all_next)
+        if (h->user) cancel_handovers(h); /* ts_heap_new's heaps live on in the child */
 }

@@ -165,6 +165,9 @@ TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread);
 TS_HIDDEN void _ts_heap_thread_exit(ts_heap_t *heap);
 TS_HIDDEN void _ts_heaps_reap(void);
 TS_HIDDEN void _ts_heap_abandon(ts_heap_t *heap);
+/* The same, its live pages going to heap `to` rather than the abandoned
+ * list when `to` is not NULL (ts_heap_delete). */
+TS_HIDDEN void _ts_heap_abandon_to(ts_heap_t *heap, ts_heap_t *to);
 TS_HIDDEN void _ts_heap_slow_tick(ts_heap_t *heap);
 TS_HIDDEN void _ts_heap_collect(ts_heap_t *heap, bool force);
 /* The shared heap: threads past their heap's destructor, and new threads
@@ -231,6 +234,14 @@ TS_INLINE bool ts_page_lingers_again(const ts_heap_t *heap, const ts_page_t *pag
 /* Idle-page collection (heap.c calls it about every purge delay). */
 TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
 
+/* A heap took `bytes` of pages (segment.c, abandon.c): its footprint for
+ * ts_heap_stats (owner only; large blocks join in heapapi.c). */
+TS_INLINE void ts_heap_pages_grew(ts_heap_t *heap, size_t bytes) {
+    heap->page_bytes += bytes;
+    size_t now = heap->page_bytes + atomic_load_explicit(&heap->large_bytes, memory_order_relaxed);
+    if (now > heap->footprint_peak) heap->footprint_peak = now;
+}
+
 /* ---- alloc.c ------------------------------------------------------------- */
 
 TS_HIDDEN TS_NOINLINE void *_ts_malloc_generic(size_t size, ts_heap_t *heap);
@@ -291,7 +302,7 @@ TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
 TS_HIDDEN void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg);
 TS_HIDDEN void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
-TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap);
+TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap, ts_heap_t *to);
 TS_HIDDEN void _ts_segments_atfork_prepare(void);
 TS_HIDDEN void _ts_segments_atfork_parent(void);
 TS_HIDDEN void _ts_segments_atfork_child(void);
@@ -335,6 +346,14 @@ TS_HIDDEN void *_ts_large_alloc(size_t size, size_t align, bool zero);
 TS_HIDDEN void _ts_large_free(void *p, const char *func);
 TS_HIDDEN size_t _ts_large_usable(const void *p, const char *func);
 TS_HIDDEN void *_ts_large_realloc(void *p, size_t size);
+/* Large blocks of ts_heap_new's heaps (heapapi.c): `heap` owns live large
+ * block p, just allocated; every block it owns is freed (destroy) or let go
+ * (free_them false: delete); the next up to `max` blocks it owns from
+ * *cursor on (visit), and the size of p if it is one of them, else 0. */
+TS_HIDDEN void _ts_large_own(void *p, ts_heap_t *heap);
+TS_HIDDEN void _ts_large_heap_end(ts_heap_t *heap, bool free_them);
+TS_HIDDEN size_t _ts_large_heap_list(ts_heap_t *heap, size_t *cursor, void **ptrs, size_t max);
+TS_HIDDEN size_t _ts_large_owned_size(const void *p, const ts_heap_t *heap);
 TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
 TS_HIDDEN void _ts_large_atfork_prepare(void);
 TS_HIDDEN void _ts_large_atfork_parent(void);

@@ -51,6 +51,7 @@ typedef struct large_entry {
     uintptr_t ptr;   /* 0: empty slot */
     size_t size;     /* mapping size (page multiple) */
     uint64_t origin; /* the mapping it lies in (see lcache_entry_t) */
+    ts_heap_t *heap; /* the ts_heap_new heap that owns it (heapapi.c), or NULL */
 } large_entry_t;
 
 /* Each stripe starts with a table in the library's data (no mmap, so the
@@ -137,12 +138,13 @@ static bool table_grow(stripe_t *s) {
     return true;
 }
 
-static void table_put(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin) {
+static void table_put(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin, ts_heap_t *heap) {
     size_t i = mix(ptr) & (s->cap - 1);
     while (s->slots[i].ptr) i = (i + 1) & (s->cap - 1);
     s->slots[i].ptr = ptr;
     s->slots[i].size = size;
     s->slots[i].origin = origin;
+    s->slots[i].heap = heap;
     s->count++;
 }
 
@@ -152,7 +154,7 @@ static void table_put(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin) 
 static bool table_insert(stripe_t *s, uintptr_t ptr, size_t size, uint64_t origin) {
     if ((s->count + 1) * 2 > s->cap) table_grow(s);
     if (s->count + 3 > s->cap) return false;
-    table_put(s, ptr, size, origin);
+    table_put(s, ptr, size, origin, NULL);
     return true;
 }
 
@@ -184,6 +186,7 @@ static void table_remove(stripe_t *s, large_entry_t *e) {
     s->slots[i].ptr = 0;
     s->slots[i].size = 0;
     s->slots[i].origin = 0;
+    s->slots[i].heap = NULL;
     s->count--;
 }
 
@@ -520,8 +523,13 @@ void _ts_large_free(void *p, const char *func) {
     }
     size_t size = e->size;
     uint64_t origin = e->origin;
+    ts_heap_t *heap = e->heap;
     table_remove(s, e);
     pthread_mutex_unlock(&s->lock);
+    if (heap) { /* a heap's (heapapi.c), live: destroying it with frees running is an error */
+        atomic_fetch_sub(&heap->large_count, 1);
+        atomic_fetch_sub(&heap->large_bytes, size);
+    }
     atomic_fetch_sub(&_ts_stats.large_count, 1);
     atomic_fetch_sub(&_ts_stats.large_bytes, size);
     lcache_put((uintptr_t)p, size, origin);
@@ -560,6 +568,7 @@ static void *move_block(void *p, size_t need) {
         stripe_t *s = stripe_of((uintptr_t)p);
         pthread_mutex_lock(&s->lock);
         large_entry_t *e = table_find(s, (uintptr_t)p);
+        ts_heap_t *heap = e->heap;
         q = _ts_os_remap(p, e->size, need, true);
         if (q == p)
             e->size = need; /* room after it after all: grown in place */
@@ -570,7 +579,7 @@ static void *move_block(void *p, size_t need) {
         if (q && q != p) {
             stripe_t *t = stripe_of((uintptr_t)q);
             pthread_mutex_lock(&t->lock);
-            table_put(t, (uintptr_t)q, need, new_origin());
+            table_put(t, (uintptr_t)q, need, new_origin(), heap);
             pthread_mutex_unlock(&t->lock);
         }
     }
@@ -594,6 +603,7 @@ void *_ts_large_realloc(void *p, size_t size) {
         not_large(p, "realloc");
     }
     size_t old = e->size;
+    ts_heap_t *heap = e->heap; /* the block's: it cannot change while realloc runs */
     if (need <= old && old - need < split_min(need)) { /* fits; not worth shrinking */
         pthread_mutex_unlock(&s->lock);
         return p;
@@ -617,8 +627,83 @@ void *_ts_large_realloc(void *p, size_t size) {
     else
         _ts_stat_decommit(old - need);
     atomic_fetch_add(&_ts_stats.large_bytes, need - old); /* wraps correctly when smaller */
+    if (heap) atomic_fetch_add(&heap->large_bytes, need - old);
     atomic_fetch_add(&_ts_stats.large_remaps, 1);
     return q;
+}
+
+/* ---- blocks of ts_heap_new's heaps (heapapi.c) --------------------------------------- */
+
+void _ts_large_own(void *p, ts_heap_t *heap) {
+    stripe_t *s = stripe_of((uintptr_t)p);
+    pthread_mutex_lock(&s->lock);
+    large_entry_t *e = table_find(s, (uintptr_t)p);
+    e->heap = heap;
+    size_t size = e->size;
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_add(&heap->large_count, 1);
+    atomic_fetch_add(&heap->large_bytes, size);
+}
+
+/* One stripe at a time; the cache (its own lock) after the stripe's. A
+ * removal shifts later members of a probe run back, so slot i is looked at
+ * again; a run wrapping past the end can move one to the end, not skipped. */
+void _ts_large_heap_end(ts_heap_t *heap, bool free_them) {
+    for (unsigned k = 0; k < STRIPES && atomic_load(&heap->large_count); k++) {
+        stripe_t *s = &stripes[k];
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->cap;) {
+            large_entry_t *e = &s->slots[i];
+            if (!e->ptr || e->heap != heap) {
+                i++;
+                continue;
+            }
+            atomic_fetch_sub(&heap->large_count, 1);
+            atomic_fetch_sub(&heap->large_bytes, e->size);
+            if (!free_them) {
+                e->heap = NULL;
+                i++;
+                continue;
+            }
+            large_entry_t gone = *e, *slots = s->slots;
+            table_remove(s, e);
+            pthread_mutex_unlock(&s->lock);
+            atomic_fetch_sub(&_ts_stats.large_count, 1);
+            atomic_fetch_sub(&_ts_stats.large_bytes, gone.size);
+            lcache_put(gone.ptr, gone.size, gone.origin);
+            pthread_mutex_lock(&s->lock);
+            if (s->slots != slots) i = 0; /* grown meanwhile: rehashed */
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* Cursor: stripe * 2^32 + slot. Blocks freed meanwhile may be missed, not
+ * listed twice: the caller checks each with _ts_large_owned_size. */
+size_t _ts_large_heap_list(ts_heap_t *heap, size_t *cursor, void **ptrs, size_t max) {
+    size_t n = 0;
+    for (size_t k = *cursor >> 32; k < STRIPES && n < max; k++, *cursor = k << 32) {
+        stripe_t *s = &stripes[k];
+        pthread_mutex_lock(&s->lock);
+        size_t i = *cursor & 0xffffffffu;
+        for (; i < s->cap && n < max; i++)
+            if (s->slots[i].ptr && s->slots[i].heap == heap) ptrs[n++] = (void *)s->slots[i].ptr;
+        pthread_mutex_unlock(&s->lock);
+        if (n == max) {
+            *cursor = (k << 32) | i;
+            break;
+        }
+    }
+    return n;
+}
+
+size_t _ts_large_owned_size(const void *p, const ts_heap_t *heap) {
+    stripe_t *s = stripe_of((uintptr_t)p);
+    pthread_mutex_lock(&s->lock);
+    large_entry_t *e = table_find(s, (uintptr_t)p);
+    size_t size = e && e->heap == heap ? e->size : 0;
+    pthread_mutex_unlock(&s->lock);
+    return size;
 }
 
 /* ---- fork --------------------------------------------------------------------------- */

@@ -266,6 +266,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     }
     seg->used_pages++;
     ts_spin_unlock(&seg->lock);
+    ts_heap_pages_grew(heap, page->area);
     if (was_dirty)
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
     else
@@ -285,7 +286,9 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_a
             if (!seg->free_mask) avail_remove(heap, seg);
             return page;
         }
-        if (may_adopt && (seg = _ts_abandoned_pop()) != NULL) {
+        /* Not ts_heap_new's heaps: an adopted page may have blocks in another
+         * thread's remote batch, which ts_heap_destroy would not wait for. */
+        if (may_adopt && !heap->user && (seg = _ts_abandoned_pop()) != NULL) {
             _ts_heap_adopt(heap, seg);
             *adopted = true;
             return NULL; /* the caller looks at its queues again */
@@ -343,6 +346,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     if (retry) _ts_purge_schedule_later(); /* due a look period from now, not at once */
     atomic_fetch_sub(&_ts_stats.pages[seg->kind], 1);
     if (heap) {
+        heap->page_bytes -= page->area;
         if (used_pages == 0) {
             avail_remove(heap, seg);
             heap_seg_remove(heap, seg);
@@ -358,16 +362,20 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
 }
 
 /* Hand every segment of a dying heap on: wholly free ones to the cache, the
- * others to the abandoned list. */
-void _ts_heap_release_segments(ts_heap_t *heap) {
+ * others to heap `to` (ts_heap_delete) or, without one, the abandoned list. */
+void _ts_heap_release_segments(ts_heap_t *heap, ts_heap_t *to) {
     ts_segment_t *seg;
     while ((seg = heap->segments) != NULL) {
         avail_remove(heap, seg);
         heap_seg_remove(heap, seg);
-        if (seg->used_pages == 0)
+        if (seg->used_pages == 0) {
             _ts_segment_release(seg);
-        else
+        } else if (to) {
+            atomic_store_explicit(&seg->owner, NULL, memory_order_relaxed);
+            _ts_heap_adopt(to, seg);
+        } else {
             _ts_segment_abandon(seg);
+        }
     }
     if (heap->spare) {
         _ts_segment_release(heap->spare);

@@ -373,6 +373,14 @@ struct ts_heap {
      * abandoned by the purge thread. `watched` under the pool lock. */
     pthread_mutex_t alive;
     uint32_t watched;
+    /* First-class heaps (heapapi.c): TS_HEAP_USER_MAGIC while a heap made by
+     * ts_heap_new lives, 0 for a thread's heap; calls running on it (checked
+     * build). page_bytes: the pages it holds (segment.c), with large_bytes
+     * (its large blocks, large.c) at most footprint_peak at once. */
+    uint32_t user;
+    _Atomic uint32_t user_busy;
+    size_t page_bytes, footprint_peak;
+    _Atomic size_t large_count, large_bytes;
     /* Written by other threads: alone in its 128-byte pair of lines (heaps
      * are 128-byte aligned in their pool). */
     _Alignas(128) _Atomic(ts_block_t *) delayed; /* blocks handed over for full pages */

@@ -184,6 +184,18 @@ WORKLOADS = [
     Workload("fastpath-big", "single-thread malloc/free pair cost at 256 KiB",
              ["--iters", "1000000", "--sizes", "262144"],
              ["--iters", "2000", "--warmup", "100", "--sizes", "262144"], program="fastpath"),
+    # Objects that all die together: one by one with free(), or a heap
+    # destroyed whole (tsalloc's ts_heap_*, mimalloc's mi_heap_*; other
+    # allocators fail arena-heap: "no heap API"). time_s is the drops only.
+    Workload("arena", "parse trees of 200000 nodes of 24 B - 4 KiB built and freed node by "
+             "node, 30 rounds (time: the frees)",
+             ["--objects", "200000", "--rounds", "30"], ["--objects", "2000", "--rounds", "3"],
+             default=False),
+    Workload("arena-heap", "arena's trees in a heap of the allocator's own, destroyed whole "
+             "(ts_heap_destroy, mi_heap_destroy; time: the destroys)",
+             ["--objects", "200000", "--rounds", "30", "--api", "heap"],
+             ["--objects", "2000", "--rounds", "3", "--api", "heap"], program="arena",
+             default=False),
     # C++ new char[n]() of 5-25 MB: about 25 GB zero-filled at the default
     # size (7-35 s on 2 cores), so only when asked for by name.
     Workload("malloc-large", "20 buffers of 5-25 MB, one replaced at random 2000 times by "

@@ -202,48 +202,21 @@ TS_EXPORT char *ts_heap_strdup(ts_heap_t *h, const char *s) {
 
 /* ---- destroy and delete --------------------------------------------------------------- */
 
-/* A page of a heap being destroyed goes back to its segment whatever its
- * blocks (heap = NULL: the heap's segment lists are left to
- * _ts_heap_release_segments). */
-static void page_drop(ts_page_t *page) {
-    page->is_head = page->in_full = page->cached = 0;
-    page->next = page->prev = NULL;
-    page->free = NULL;
-    page->used = 0;
-    atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
-    atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
-    _ts_segment_page_free(NULL, page);
-}
-
-static void drop_list(ts_page_queue_t *q) {
-    for (ts_page_t *page = q->first, *next; page; page = next) {
-        next = page->next;
-        page_drop(page);
-    }
-    q->first = q->last = NULL;
-}
-
-static void settle_list(const ts_page_queue_t *q) {
-    for (ts_page_t *page = q->first; page; page = page->next) _ts_page_settle_notify(page);
-}
-
 TS_EXPORT void ts_heap_destroy(ts_heap_t *h) {
     if (!h) return;
     if (h->user != TS_HEAP_USER_MAGIC && h == _ts_tls_heap)
         _ts_fatal("ts_heap_destroy(): the default heap %p cannot be destroyed", (void *)h);
     heap_enter(h, "ts_heap_destroy");
-    /* A hand-over to a full page that was under way finishes first; its
-     * blocks, and all in `delayed`, are the heap's and go with it. */
-    for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++) settle_list(&h->queue[cls]);
-    settle_list(&h->full);
+    /* Every free into h has returned (the caller's part), so no hand-over
+     * to a full page is under way; the blocks handed over are h's. Its
+     * pages are those in use in its segments: back by segment, in index
+     * order, not by walking its page lists. */
     (void)atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
-    for (unsigned cls = 0; cls < TS_CLASS_COUNT; cls++) drop_list(&h->queue[cls]);
-    drop_list(&h->full);
-    for (unsigned i = 0; i < TS_EMPTY_BIG_KEEP && h->empty_big[i]; i++) {
-        _ts_page_settle_notify(h->empty_big[i]);
-        page_drop(h->empty_big[i]);
-        h->empty_big[i] = NULL;
-    }
+    uint64_t now = _ts_os_now_ns();
+    for (ts_segment_t *seg = h->segments; seg; seg = seg->next) _ts_segment_drop_pages(seg, now);
+    memset(h->queue, 0, sizeof h->queue);
+    h->full.first = h->full.last = NULL;
+    memset(h->empty_big, 0, sizeof h->empty_big);
     h->big_linger = NULL;
     h->fresh = NULL;
     for (unsigned i = 0; i < TS_DIRECT_SLOTS; i++) h->direct[i] = &_ts_page_empty;

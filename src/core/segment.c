@@ -361,6 +361,47 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     if (delay) _ts_purge_schedule();
 }
 
+/* Every page in use of a segment goes back at once, whatever its blocks:
+ * _ts_segment_page_free for each, under one lock, with one clock reading
+ * and one count (ts_heap_destroy: the segment's heap owns all of them, and
+ * no free into them runs). The segment stays on its heap's lists. */
+void _ts_segment_drop_pages(ts_segment_t *seg, uint64_t now) {
+    uint64_t delay = _ts_purge_delay_ns(), at = now + delay, bits = 0;
+    size_t dirty = 0;
+    unsigned n = 0;
+    ts_spin_lock(&seg->lock);
+    for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+        ts_page_t *page = &seg->pages[i];
+        if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
+        page->free = NULL;
+        page->used = 0;
+        page->is_head = page->in_full = page->cached = 0;
+        page->next = page->prev = NULL;
+        atomic_store_explicit(&page->thread_free, 0, memory_order_relaxed);
+        atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+        bool clean = atomic_load_explicit(&page->rescued, memory_order_relaxed);
+        if (clean) atomic_store_explicit(&page->rescued, 0, memory_order_relaxed);
+        ts_page_set_state(page, clean ? TS_PAGE_FREE_CLEAN : TS_PAGE_FREE_DIRTY);
+        page->purge_at = at;
+        page->purge_refusals = 0;
+        if (!clean) {
+            bits |= (uint64_t)1 << i;
+            dirty += page->area;
+        }
+        seg->free_mask |= (uint64_t)1 << i;
+        n++;
+    }
+    ts_assert(seg->used_pages == n);
+    seg->used_pages -= n;
+    atomic_fetch_add(&_ts_stats.dirty, dirty);
+    bool retry = delay == 0 && bits && _ts_segment_purge_pages(seg, bits, at);
+    if (delay != 0 || retry) ts_segment_dirty_due(seg, bits, at);
+    ts_spin_unlock(&seg->lock);
+    if (retry) _ts_purge_schedule_later();
+    atomic_fetch_sub(&_ts_stats.pages[seg->kind], n);
+    if (delay && bits) _ts_purge_schedule();
+}
+
 /* Hand every segment of a dying heap on: wholly free ones to the cache, the
  * others to heap `to` (ts_heap_delete) or, without one, the abandoned list. */
 void _ts_heap_release_segments(ts_heap_t *heap, ts_heap_t *to) {

@@ -94,6 +94,15 @@ _tsb_workload(xthread --producers 1 --consumers 2 --blocks 4096 --batch 64 --dep
 _tsb_workload(false-sharing --threads 2 --rounds 10 --writes 1000)
 _tsb_workload(fragmentation --small 5000)
 _tsb_workload(midsize --threads 2 --slots 8 --ops 2000)
+_tsb_workload(arena --objects 2000 --rounds 3)
+# arena-heap: only the fast allocator has a heap API (ts_heap_*).
+if(TARGET tsb-arena AND TARGET tsalloc-tsalloc)
+  ts_preload_test(bench_arena_heap tsb-arena ARGS --objects 2000 --rounds 3 --api heap
+                  DESIGNS tsalloc TIMEOUT 60)
+  set_tests_properties("bench_arena_heap[tsalloc]" PROPERTIES
+    PASS_REGULAR_EXPRESSION "(^|\n)arena: api=ts_heap [^\n]* ok(\n|$)"
+    FAIL_REGULAR_EXPRESSION "FAILED;tsalloc: ")
+endif()
 _tsb_workload(large --max-mb 4 --blocks 4 --max-block-mb 2 --live 2)
 _tsb_workload(fastpath --iters 20000 --warmup 100)
 # fastpath-big: the same program at 256 KiB (big classes, large blocks in the designs).

@@ -213,7 +213,9 @@ TS_EXPORT void ts_heap_destroy(ts_heap_t *h) {
      * order, not by walking its page lists. */
     (void)atomic_exchange_explicit(&h->delayed, NULL, memory_order_acquire);
     uint64_t now = _ts_os_now_ns();
-    for (ts_segment_t *seg = h->segments; seg; seg = seg->next) _ts_segment_drop_pages(seg, now);
+    bool wake = false;
+    for (ts_segment_t *seg = h->segments; seg; seg = seg->next)
+        wake |= _ts_segment_drop_pages(seg, now);
     memset(h->queue, 0, sizeof h->queue);
     h->full.first = h->full.last = NULL;
     memset(h->empty_big, 0, sizeof h->empty_big);
@@ -223,7 +225,8 @@ TS_EXPORT void ts_heap_destroy(ts_heap_t *h) {
     for (unsigned i = 0; i < TS_CLASS_COUNT; i++) h->head[i] = &_ts_page_empty;
     _ts_large_heap_end(h, true);
     heap_leave(h);
-    _ts_heap_abandon_to(h, NULL); /* nothing left but free segments, and h itself */
+    _ts_heap_abandon_to(h, NULL);   /* nothing left but free segments, and h itself */
+    if (wake) _ts_purge_schedule(); /* the pages' purge deadlines */
     ts_purge_safe_point();
 }
 

@@ -9,6 +9,9 @@
  *                 mi_heap_new/mi_heap_malloc/mi_heap_destroy (built in only
  *                 when <mimalloc.h> is found). An allocator with neither
  *                 fails the run ("no heap API").
+ * TSB_ARENA_API=heap in the environment does what --api heap does, so that
+ * tsbench can run both ways as two allocators of one workload, interleaved
+ * and paired (--allocator tsalloc-heap=PATH:TSB_ARENA_API=heap).
  * time_s is the drops only; build_s the builds (heap creation included),
  * walk checks every node's tag. check: nodes and bytes over all rounds, a
  * function of the arguments. peak_rss_kb is the process's peak.
@@ -83,6 +86,8 @@ int main(int argc, char **argv) {
         {NULL, NULL, NULL, NULL},
     };
     tsb_start("arena");
+    const char *env_api = getenv("TSB_ARENA_API");
+    if (env_api && *env_api) opt_api = env_api;
     tsb_parse(argc, argv, opts);
     tsb_require(opt_objects >= 2 && opt_rounds >= 1, "--objects >= 2, --rounds >= 1");
     int use_heap = !strcmp(opt_api, "heap");

@@ -1,7 +1,8 @@
 /* First-class heaps (ts_heap_*, docs/heaps.md): blocks of two heaps never
  * overlap and outlive the other heap's destruction; visit reports exactly
- * the live blocks with their usable sizes; stats count them; frees from
- * other threads reach the heap before destroy; delete keeps blocks usable;
+ * the live blocks with their usable sizes (the default heap's too); stats
+ * count them; frees from other threads reach the heap before destroy; a
+ * heap passes from one thread to another; delete keeps blocks usable;
  * destroy gives the pages back (run with TSALLOC_PURGE_DELAY_MS=0, so the
  * purge rules say at once); the ts_heap_* variants of the malloc family.
  */
@@ -285,6 +286,57 @@ static void test_destroy_after_own_frees(void) {
     }
 }
 
+/* ---- one heap, two threads in turn; the default heap's visit ----------------------- */
+
+typedef struct {
+    ts_heap_t *h;
+    void *p[1000];
+} turn_t;
+
+static void *alloc_turn(void *arg) {
+    turn_t *t = arg;
+    for (size_t i = 0; i < 1000; i++) {
+        t->p[i] = ts_heap_malloc(t->h, 100 + i);
+        ts_fill(t->p[i], 100 + i, i);
+    }
+    return NULL;
+}
+
+typedef struct {
+    void *want[3];
+    int found;
+} find_t;
+
+static bool find_blocks(void *arg, void *block, size_t usable) {
+    find_t *f = arg;
+    for (int i = 0; i < 3; i++)
+        if (block == f->want[i] && usable >= 40) f->found++;
+    return true;
+}
+
+static void test_turns_and_default_visit(void) {
+    turn_t t = {ts_heap_new(), {0}};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, alloc_turn, &t) == 0);
+    pthread_join(th, NULL); /* the heap passes to this thread */
+    void *more = ts_heap_malloc(t.h, 5000);
+    ts_heap_stats_t st;
+    ts_heap_stats(t.h, &st);
+    CHECK_EQ(st.live_blocks, 1001);
+    for (size_t i = 0; i < 1000; i++) CHECK(ts_verify(t.p[i], 100 + i, i));
+    free(more);
+    ts_heap_destroy(t.h);
+    /* The default heap: plain malloc's blocks, seen by a visitor that does
+     * not allocate. */
+    find_t f = {{malloc(40), malloc(40), malloc(40)}, 0};
+    CHECK(ts_heap_visit(NULL, find_blocks, &f));
+    CHECK_EQ(f.found, 3);
+    for (int i = 0; i < 3; i++) free(f.want[i]);
+    f.found = 0;
+    ts_heap_visit(NULL, find_blocks, &f);
+    CHECK_EQ(f.found, 0);
+}
+
 /* ---- the malloc family ------------------------------------------------------------ */
 
 static void test_family(void) {
@@ -335,6 +387,7 @@ int main(void) {
     test_two_heaps();
     test_visit_stats_remote();
     test_delete();
+    test_turns_and_default_visit();
     test_destroy_after_own_frees();
     test_destroy_returns_memory();
     printf("heap_api: ok\n");

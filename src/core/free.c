@@ -162,7 +162,7 @@ static uint16_t batch_idle(ts_rbatch_t *b, uint16_t now) {
  * the other way; heaps are never unmapped, so the read is safe. */
 static bool page_of_user_heap(const ts_page_t *page) {
     const ts_heap_t *owner = (const ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
-    return owner && owner->user;
+    return owner && atomic_load_explicit(&owner->user, memory_order_relaxed);
 }
 
 static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {

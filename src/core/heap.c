@@ -98,10 +98,11 @@ static ts_heap_t *pool_get(void) {
     return heap;
 }
 
-ts_heap_t *_ts_heap_new(bool for_this_thread) {
+ts_heap_t *_ts_heap_new(bool for_this_thread, uint32_t user) {
     ts_heap_t *heap = pool_get();
     if (!heap) return NULL;
     memset(heap, 0, sizeof *heap);
+    heap->user = user; /* before heaps_all shows it to the purge thread */
     for (unsigned i = 0; i < TS_DIRECT_SLOTS; i++) heap->direct[i] = &_ts_page_empty;
     for (unsigned i = 0; i < TS_CLASS_COUNT; i++) heap->head[i] = &_ts_page_empty;
     heap->state = TS_HEAP_ACTIVE;
@@ -365,7 +366,7 @@ bool _ts_thread_start_shared(void) {
 
 void *_ts_shared_alloc(size_t size, size_t align, bool zero) {
     pthread_mutex_lock(&shared_lock);
-    if (!shared) shared = _ts_heap_new(false);
+    if (!shared) shared = _ts_heap_new(false, 0);
     void *p = shared ? _ts_heap_alloc(shared, size, align, zero) : NULL;
     pthread_mutex_unlock(&shared_lock);
     if (!p) errno = ENOMEM;

@@ -65,12 +65,8 @@ TS_EXPORT ts_heap_t *ts_heap_new(void) {
      * go through it, and main's heap keeps the purge thread's exit check
      * quiet (heap.c). */
     if (_ts_tls_heap == &_ts_heap_empty) (void)_ts_thread_init();
-    ts_heap_t *h = _ts_heap_new(false);
-    if (!h) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    h->user = TS_HEAP_USER_MAGIC;
+    ts_heap_t *h = _ts_heap_new(false, TS_HEAP_USER_MAGIC);
+    if (!h) errno = ENOMEM;
     return h;
 }
 

@@ -76,7 +76,7 @@ bool _ts_process_ready(void) {
 
 ts_heap_t *_ts_thread_init(void) {
     _ts_process_init();
-    ts_heap_t *heap = _ts_heap_new(true);
+    ts_heap_t *heap = _ts_heap_new(true, 0);
     if (!heap) return NULL;
     /* Publish first: arming may itself call calloc. */
     _ts_tls_heap = heap;

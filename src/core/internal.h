@@ -161,7 +161,8 @@ TS_HIDDEN uint64_t _ts_new_mark_key(void);
 TS_HIDDEN extern __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec")));
 TS_HIDDEN extern ts_heap_t _ts_heap_empty; /* threads without a heap yet */
 TS_HIDDEN extern ts_heap_t _ts_heap_dead;  /* threads past their heap's destructor */
-TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread);
+/* user: 0, or heapapi.c's mark for a heap of ts_heap_new. */
+TS_HIDDEN ts_heap_t *_ts_heap_new(bool for_this_thread, uint32_t user);
 TS_HIDDEN void _ts_heap_thread_exit(ts_heap_t *heap);
 TS_HIDDEN void _ts_heaps_reap(void);
 TS_HIDDEN void _ts_heap_abandon(ts_heap_t *heap);

@@ -377,7 +377,7 @@ struct ts_heap {
      * ts_heap_new lives, 0 for a thread's heap; calls running on it (checked
      * build). page_bytes: the pages it holds (segment.c), with large_bytes
      * (its large blocks, large.c) at most footprint_peak at once. */
-    uint32_t user;
+    _Atomic uint32_t user; /* read by remote freers (free.c) */
     _Atomic uint32_t user_busy;
     size_t page_bytes, footprint_peak;
     _Atomic size_t large_count, large_bytes;

@@ -51,6 +51,9 @@ if(TARGET tsd_core)
     # The sweep's races (core_sweep.c): lists borrowed from pages whose
     # owners wake, free into them and exit.
     _core_tsan_test(core_sweep_tsan core_sweep.c SWEEP_TSAN)
+    # First-class heaps (tests/heaps/heap_tsan.c): frees into a heap while its
+    # owner allocates and the purge thread purges, then destroy or delete.
+    _core_tsan_test(heap_tsan ../heaps/heap_tsan.c "" 6 20000)
   else()
     message(STATUS "ThreadSanitizer unavailable: core_tsan test skipped")
   endif()

@@ -84,7 +84,7 @@ static bool helper_wanted(void) {
  * VM that switch cost the waking thread up to milliseconds (ts_heap_destroy,
  * 0.04 ms of its own, took 0.2-2.8 ms). The pending flag it reads first:
  * either this sees it asleep, or it sees the flag before it waits. */
-static bool helper_must_wake(uint64_t due_in) {
+static bool purge_thread_must_wake(uint64_t due_in) {
     int sleeping = atomic_load(&pt_sleeping);
     if (sleeping == SLEEP_NONE) return false;
     return sleeping == SLEEP_IDLE || atomic_load(&pt_until) > _ts_os_now_ns() + due_in;
@@ -102,7 +102,7 @@ static void schedule(_Atomic int *pending, uint64_t due_in) {
             if (atomic_compare_exchange_strong(&pt_state, &expect, PT_WANTED))
                 atomic_store(&_ts_purge_wanted, 1);
         }
-    } else if (!was && s == PT_RUNNING && helper_must_wake(due_in)) {
+    } else if (!was && s == PT_RUNNING && purge_thread_must_wake(due_in)) {
         pthread_mutex_lock(&pt_mutex);
         pthread_cond_signal(&pt_cond);
         pthread_mutex_unlock(&pt_mutex);

@@ -365,9 +365,9 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
  * _ts_segment_page_free for each, under one lock, with one clock reading
  * and one count (ts_heap_destroy: the segment's heap owns all of them, and
  * no free into them runs). The segment stays on its heap's lists. True
- * when the caller must call _ts_purge_schedule() once it is done: woken
- * at the first segment, the helper's pass took the locks of the next ones
- * (ts_heap_destroy took 2-25 times longer on a busy 2-core VM). */
+ * when the caller must call _ts_purge_schedule() once done with all its
+ * segments: one wake for the heap, with no segment lock held, rather than
+ * a pass of the purge thread beside the rest of the destroy. */
 bool _ts_segment_drop_pages(ts_segment_t *seg, uint64_t now) {
     uint64_t delay = _ts_purge_delay_ns(), at = now + delay, bits = 0;
     size_t dirty = 0;

@@ -2,7 +2,8 @@
  * overlap and outlive the other heap's destruction; visit reports exactly
  * the live blocks with their usable sizes (the default heap's too); stats
  * count them; frees from other threads reach the heap before destroy; a
- * heap passes from one thread to another; delete keeps blocks usable;
+ * heap passes from one thread to another, and on to a fork child; delete
+ * keeps blocks usable;
  * destroy gives the pages back (run with TSALLOC_PURGE_DELAY_MS=0, so the
  * purge rules say at once); the ts_heap_* variants of the malloc family.
  */
@@ -337,6 +338,40 @@ static void test_turns_and_default_visit(void) {
     CHECK_EQ(f.found, 0);
 }
 
+/* ---- fork: the child keeps using the parent's heap --------------------------------- */
+
+static void test_fork(void) {
+    ts_heap_t *h = ts_heap_new();
+    void *p[500];
+    for (size_t i = 0; i < 500; i++) {
+        p[i] = ts_heap_malloc(h, 24 + i);
+        ts_fill(p[i], 24 + i, i);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int ok = 1;
+        for (size_t i = 0; i < 500; i++) {
+            ok &= ts_verify(p[i], 24 + i, i);
+            if (i % 2) free(p[i]);
+            void *q = ts_heap_malloc(h, 24 + i);
+            ok &= q != NULL;
+            if (q) memset(q, 0, 24 + i);
+        }
+        ts_heap_stats_t st;
+        ts_heap_stats(h, &st);
+        ok &= st.live_blocks == 750;
+        ts_heap_destroy(h);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    for (size_t i = 0; i < 500; i++) CHECK(ts_verify(p[i], 24 + i, i));
+    ts_heap_destroy(h);
+}
+
 /* ---- the malloc family ------------------------------------------------------------ */
 
 static void test_family(void) {
@@ -389,6 +424,7 @@ int main(void) {
     test_delete();
     test_turns_and_default_visit();
     test_destroy_after_own_frees();
+    test_fork();
     test_destroy_returns_memory();
     printf("heap_api: ok\n");
     return 0;

@@ -38,7 +38,7 @@
 
 /* Pop the head of a page's free list (not NULL). */
 TS_INLINE void *ts_pop(ts_page_t *page, ts_block_t *block) {
-    ts_block_t *next = block->next;
+    ts_block_t *next = ts_link_get(page, block, "malloc");
     *ts_mark_word(block) = 0;
     page->free = next;
     __builtin_prefetch(next); /* often written last by another thread */
@@ -106,7 +106,7 @@ TS_INLINE void ts_core_free_inline(void *p) {
          * from a bias here (internal.h). Loaded before the block's stores:
          * a decrement in place after them was 3-4% slower on a one-size loop. */
         uint32_t used = page->used - 1;
-        block->next = page->free;
+        ts_link_set(page, block, page->free);
         *ts_mark_word(block) = mark;
         page->free = block;
         page->used = used;
@@ -124,7 +124,7 @@ TS_INLINE void ts_core_free_inline(void *p) {
         b->head = block;
         b->count = count;
         *ts_mark_word(block) = mark;
-        block->next = batched; /* last: the compiler cannot tell block from b */
+        ts_link_set(page, block, batched); /* last: the compiler cannot tell block from b */
         if (ts_unlikely(count >= page->rbatch_max)) _ts_rbatch_flush(heap, b);
         return;
     }

@@ -309,6 +309,9 @@ void _ts_heap_slow_tick(ts_heap_t *heap) {
 /* ---- thread exit --------------------------------------------------------------------- */
 
 void _ts_heap_abandon(ts_heap_t *heap) {
+#if TS_SECURE
+    _ts_secure_heap_flush(heap);
+#endif
     /* No spare segment from here on. Under the pool lock: a rescue pass
      * (which holds it) has finished with this heap's `delayed` list, and no
      * later one takes it. */

@@ -9,7 +9,8 @@
  *   malloc_usable_size check both: "heap overflow after block".
  * - Quarantine: a freed block is zeroed but for its second word (a mark made
  *   of its address and a secret) and waits in its heap's ring
- *   (TSALLOC_QUARANTINE bytes, TS_QUARANTINE_SLOTS blocks) before the core
+ *   (TSALLOC_QUARANTINE bytes, TS_QUARANTINE_SLOTS blocks, blocks up to half
+ *   of it) before the core
  *   gets it; leaving, it must still read so: "use after free". A block freed
  *   again while it waits carries the mark: "double free".
  * - Zero-size requests get a unique address in a reserved inaccessible
@@ -22,7 +23,7 @@
  * once that thread is gone. No locks of its own; the region of zero-size
  * blocks is reserved once (CAS).
  */
-#include "core/fastpath.h"
+#include "core/secure_fast.h"
 #include "core/internal.h"
 
 #include <errno.h>
@@ -35,23 +36,32 @@ TS_DESIGN_DECLARE(core)
 TS_DESIGN_DECLARE(secure)
 TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size);
 
-#define TS_PAD        ((size_t)8) /* the trailer */
-#define TS_SLACK_BYTE 0xc5        /* slack bytes after the request */
-#define TS_SLACK_FILL ((size_t)16)
-#define TS_ZERO_SPAN  ((size_t)64 << 20) /* region of zero-size blocks */
-/* Large blocks from this size on are zeroed by purging their OS pages. */
-#define TS_ZERO_PURGE_MIN ((uintptr_t)4096)
+#define TS_ZERO_SPAN ((size_t)64 << 20) /* region of zero-size blocks */
+/* A large block's last OS page is its guard: inaccessible. */
+#define TS_GUARD ((size_t)4096)
+/* Freed large blocks kept inaccessible before the core gets them. */
+#define TS_LARGE_QUARANTINE 8
 
 /* An extension of a page (page.c) carves at most 8 KiB of blocks of 16 bytes
  * and more; more would be linked in address order past this many. */
 #define TS_SHUFFLE_MAX 512
 
 static _Atomic int ready;            /* 0 -> 1 (one thread sets up) -> 2 */
-static uint64_t secret;              /* canaries, quarantine marks, link keys */
+uint64_t _ts_secure_secret;          /* canaries, quarantine marks, link keys */
 static _Atomic uint64_t carve_count; /* varies the order of successive carvings */
 static size_t quarantine_max;
+size_t _ts_secure_zero_max;
 static _Atomic uintptr_t zero_base;
 static _Atomic uintptr_t zero_next;
+
+/* Freed large blocks, purged and inaccessible, oldest at `first`. A leaf
+ * lock: nothing is called while it is held. */
+static struct {
+    ts_spinlock_t lock;
+    void *slot[TS_LARGE_QUARANTINE];
+    size_t cap[TS_LARGE_QUARANTINE]; /* the block's bytes before its guard */
+    unsigned first, count;
+} large_q = {.lock = TS_SPINLOCK_INIT};
 
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 30;
@@ -65,9 +75,10 @@ static TS_NOINLINE void secure_init(void) {
     int expect = 0;
     if (atomic_compare_exchange_strong(&ready, &expect, 1)) {
         _ts_process_init();
-        secret = _ts_os_random() | 1;
+        _ts_secure_secret = _ts_os_random() | 1;
         ts_option_origin_t origin;
         quarantine_max = (size_t)_ts_option_env(TS_OPTID_QUARANTINE, &origin);
+        _ts_secure_zero_max = (size_t)_ts_option_env(TS_OPTID_ZERO_ON_FREE, &origin);
         atomic_store_explicit(&ready, 2, memory_order_release);
         return;
     }
@@ -96,7 +107,7 @@ ts_block_t *_ts_secure_link_any(const ts_page_t *page, const ts_block_t *block, 
 
 void _ts_secure_page_init(ts_page_t *page) {
     secure_ready();
-    page->link_key = mix64(page->mark_key ^ secret);
+    page->link_key = mix64(page->mark_key ^ _ts_secure_secret);
     page->link_lo = page->start;
     page->link_span = page->reserved * page->block_size;
 }
@@ -125,39 +136,6 @@ void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n) {
         next = b;
     }
     page->free = next;
-}
-
-/* ---- canaries ------------------------------------------------------------------ */
-
-static uint64_t *trailer_of(void *p, size_t cap) {
-    return (uint64_t *)((char *)p + cap - TS_PAD);
-}
-
-static uint32_t check_of(const void *p, uint64_t slack) {
-    return (uint32_t)(mix64((uintptr_t)p ^ secret) >> 32) ^ (uint32_t)slack;
-}
-
-/* p holds `size` bytes of a block of `cap` (the core's usable size). */
-static void seal(void *p, size_t size, size_t cap) {
-    uint64_t slack = cap - TS_PAD - size;
-    char *end = (char *)p + size;
-    memset(end, TS_SLACK_BYTE, slack < TS_SLACK_FILL ? slack : TS_SLACK_FILL);
-    *trailer_of(p, cap) = slack << 32 | check_of(p, slack);
-}
-
-/* The size asked for p, a live block of `cap` bytes; aborts when anything
- * past it changed. */
-static size_t unseal(const char *func, void *p, size_t cap) {
-    uint64_t w = *trailer_of(p, cap);
-    uint64_t slack = w >> 32;
-    if ((uint32_t)w != check_of(p, slack) || slack > cap - TS_PAD)
-        _ts_fatal("%s(): heap overflow after block %p (size %zu)", func, p, cap - TS_PAD);
-    size_t size = cap - TS_PAD - slack;
-    const unsigned char *end = (const unsigned char *)p + size;
-    for (size_t i = 0; i < slack && i < TS_SLACK_FILL; i++)
-        if (end[i] != TS_SLACK_BYTE)
-            _ts_fatal("%s(): heap overflow after block %p (size %zu)", func, p, size);
-    return size;
 }
 
 /* ---- zero-size blocks -------------------------------------------------------------- */
@@ -189,12 +167,13 @@ static void *zero_alloc(void) {
 
 /* ---- checking a pointer ------------------------------------------------------------ */
 
-static uint64_t qmark_of(const void *p) {
-    return mix64((uintptr_t)p ^ ~secret) | 1;
+static TS_NORETURN void overflow(const char *func, void *p, size_t size) {
+    _ts_fatal("%s(): heap overflow after block %p (size %zu)", func, p, size);
 }
 
-/* The core's usable size of p after proving it a live block; a pointer that
- * is not one goes to the core's own checks, which abort with their message. */
+/* The core's usable size of p after proving it a live block (*pagep: its
+ * page, NULL for a large block); a pointer that is not one aborts with the
+ * core's message (invalid pointer, double free). */
 static size_t live_block(const char *func, void *p, ts_page_t **pagep) {
     ts_page_t *page = NULL;
     switch (_ts_locate(p, &page)) {
@@ -202,37 +181,67 @@ static size_t live_block(const char *func, void *p, ts_page_t **pagep) {
         _ts_invalid_pointer(func, p);
     case TS_PTR_LARGE:
         *pagep = NULL;
-        return _ts_large_usable(p, func);
+        ts_spin_lock(&large_q.lock);
+        for (unsigned i = 0; i < large_q.count; i++)
+            if (large_q.slot[(large_q.first + i) % TS_LARGE_QUARANTINE] == p) {
+                ts_spin_unlock(&large_q.lock);
+                _ts_double_free(func, p);
+            }
+        ts_spin_unlock(&large_q.lock);
+        return _ts_large_usable(p, func) - TS_GUARD;
     default:
         break;
     }
-    size_t cap = _ts_block_usable(page, p, func); /* invalid pointer, double free */
-    if (((uint64_t *)p)[1] == qmark_of(p)) _ts_double_free(func, p);
+    size_t cap = _ts_block_usable(page, p, func);
+    if (((uint64_t *)p)[1] == ts_secure_qmark(p)) _ts_double_free(func, p); /* in quarantine */
     *pagep = page;
     return cap;
 }
 
+/* The size asked for a live block of cap bytes; aborts on an overflow. The
+ * size named is the capacity when the trailer itself was overwritten. */
+static size_t sealed_size(const char *func, void *p, size_t cap) {
+    size_t size = ts_secure_sealed_size(p, cap);
+    if (size != SIZE_MAX) return size;
+    uint64_t slack = *ts_secure_trailer(p, cap) >> 32;
+    if ((uint32_t)*ts_secure_trailer(p, cap) == ts_secure_check(p, slack) && slack <= cap - TS_PAD)
+        overflow(func, p, cap - TS_PAD - slack);
+    overflow(func, p, cap - TS_PAD);
+}
+
 /* ---- quarantine ------------------------------------------------------------------- */
 
-/* A block leaving quarantine must read as it was left: zero, and its mark. */
+/* Bits set in [from, to) (8-byte aligned), or 0. */
+static uint64_t or_words(uintptr_t from, uintptr_t to) {
+    const uint64_t *w = (const uint64_t *)from;
+    size_t n = (to - from) / 8, i = 0;
+    uint64_t acc = 0, acc2 = 0;
+    for (; i + 4 <= n; i += 4) { /* two chains: the loads overlap */
+        acc |= w[i] | w[i + 1];
+        acc2 |= w[i + 2] | w[i + 3];
+    }
+    for (; i < n; i++) acc |= w[i];
+    return acc | acc2;
+}
+
+/* A block leaving quarantine must read as it was left: its zeroed bytes
+ * zero, and its mark. */
 static void quarantine_check(void *p, size_t cap) {
-    const uint64_t *w = p;
-    uint64_t acc = w[0] | (w[1] ^ qmark_of(p));
-    for (size_t i = 2; i < cap / 8; i++) acc |= w[i];
+    uint64_t *w = p;
+    uint64_t acc = w[1] ^ ts_secure_qmark(p);
+    w[1] = 0;
+    acc |= or_words((uintptr_t)p, (uintptr_t)p + ts_secure_zeroed(cap));
     if (acc) _ts_fatal("use after free: block %p written after free", p);
-    ((uint64_t *)p)[1] = 0;
 }
 
 static void quarantine_release(ts_quarantine_t *q) {
     void *p = q->slot[q->first];
+    size_t cap = q->cap[q->first];
     q->first = (q->first + 1) % TS_QUARANTINE_SLOTS;
     q->count--;
-    ts_page_t *page = NULL;
-    (void)_ts_locate(p, &page);
-    size_t cap = page->block_size;
     q->bytes -= cap;
     quarantine_check(p, cap);
-    _ts_core_free(p);
+    ts_core_free_inline(p);
 }
 
 void _ts_secure_heap_flush(ts_heap_t *heap) {
@@ -240,52 +249,105 @@ void _ts_secure_heap_flush(ts_heap_t *heap) {
     while (q->count) quarantine_release(q);
 }
 
-/* p: a live class block (or NULL page: large) of cap bytes, checked. */
-static void retire(void *p, ts_page_t *page, size_t cap) {
-    if (page || cap < 2 * TS_ZERO_PURGE_MIN) {
-        memset(p, 0, cap);
-    } else { /* a large block: its whole OS pages are given back instead */
-        uintptr_t lo = ts_align_up((uintptr_t)p, TS_ZERO_PURGE_MIN);
-        uintptr_t hi = ((uintptr_t)p + cap) & ~(TS_ZERO_PURGE_MIN - 1);
-        memset(p, 0, lo - (uintptr_t)p);
-        if (!_ts_os_purge((void *)lo, hi - lo)) memset((void *)lo, 0, hi - lo);
-        memset((void *)hi, 0, (uintptr_t)p + cap - hi);
-    }
-    ts_heap_t *heap = _ts_tls_heap;
+/* p: a checked, zeroed class block of this thread's heap (or of no heap). */
+void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap) {
     size_t max = quarantine_max;
-    if (!page || heap->state != TS_HEAP_ACTIVE || cap > max / 4) {
-        _ts_core_free(p);
+    if (ts_unlikely(heap->state != TS_HEAP_ACTIVE || cap > max / 2)) {
+        ts_core_free_inline(p);
         return;
     }
-    ((uint64_t *)p)[1] = qmark_of(p);
+    ((uint64_t *)p)[1] = ts_secure_qmark(p);
     ts_quarantine_t *q = &heap->quarantine;
     while (q->count && (q->count == TS_QUARANTINE_SLOTS || q->bytes + cap > max))
         quarantine_release(q);
-    q->slot[(q->first + q->count) % TS_QUARANTINE_SLOTS] = p;
+    uint32_t at = (q->first + q->count) % TS_QUARANTINE_SLOTS;
+    q->slot[at] = p;
+    q->cap[at] = (uint32_t)cap;
     q->count++;
     q->bytes += cap;
 }
 
-/* ---- the design functions ---------------------------------------------------------- */
-
-/* The core's usable size of a block it just handed out for `asked` bytes. */
-static size_t fresh_cap(void *p, size_t asked) {
-    if (asked <= TS_CLASS_MAX_SIZE) return _ts_classes[ts_class_of(asked)].size;
-    return _ts_large_usable(p, "malloc");
+/* A large block of cap bytes before its guard: zeroed by giving its pages
+ * back, made inaccessible, and kept in the large quarantine; the oldest
+ * there goes to the core, accessible again. */
+static void retire_large(void *p, size_t cap) {
+    if (!_ts_os_purge(p, cap)) memset(p, 0, cap);
+    bool kept = _ts_os_protect(p, cap, false);
+    void *old = NULL;
+    size_t old_cap = 0;
+    ts_spin_lock(&large_q.lock);
+    if (kept && large_q.count == TS_LARGE_QUARANTINE) {
+        old = large_q.slot[large_q.first];
+        old_cap = large_q.cap[large_q.first];
+        large_q.first = (large_q.first + 1) % TS_LARGE_QUARANTINE;
+        large_q.count--;
+    }
+    if (kept) {
+        unsigned at = (large_q.first + large_q.count) % TS_LARGE_QUARANTINE;
+        large_q.slot[at] = p;
+        large_q.cap[at] = cap;
+        large_q.count++;
+    }
+    ts_spin_unlock(&large_q.lock);
+    if (!kept) { /* the OS refused (out of mappings): straight back */
+        old = p;
+        old_cap = cap;
+    }
+    if (old) {
+        if (!_ts_os_protect(old, old_cap + TS_GUARD, true))
+            _ts_fatal("free(): cannot make large block %p accessible again", old);
+        _ts_core_free(old);
+    }
 }
 
-void *_ts_secure_malloc(size_t size) {
-    secure_ready();
-    if (ts_unlikely(size == 0)) return zero_alloc();
-    if (ts_unlikely(size > (size_t)PTRDIFF_MAX - TS_PAD)) {
+/* A large block for `size` bytes just made: its last OS page becomes its
+ * guard. NULL (and the block given back) when the OS refuses. */
+static void *guard_large(void *p, size_t size) {
+    size_t cap = _ts_large_usable(p, "malloc") - TS_GUARD;
+    if (!_ts_os_protect((char *)p + cap, TS_GUARD, false)) {
+        _ts_core_free(p);
         errno = ENOMEM;
         return NULL;
     }
-    void *p = ts_core_malloc_inline(size + TS_PAD);
+    ts_secure_seal(p, size, cap);
+    return p;
+}
+
+static void retire(void *p, ts_page_t *page, size_t cap) {
+    if (!page) {
+        retire_large(p, cap);
+        return;
+    }
+    ts_secure_zero(p, cap);
+    _ts_secure_quarantine_push(_ts_tls_heap, p, cap);
+}
+
+/* ---- the design functions ---------------------------------------------------------- */
+
+static bool too_big(size_t size) {
+    if (ts_likely(size <= (size_t)PTRDIFF_MAX - TS_PAD - TS_GUARD)) return false;
+    errno = ENOMEM;
+    return true;
+}
+
+void *_ts_secure_malloc_slow(size_t size) {
+    secure_ready();
+    if (size == 0) return zero_alloc();
+    if (too_big(size)) return NULL;
+    size_t asked = size + TS_PAD;
+    if (asked > TS_CLASS_MAX_SIZE) {
+        void *p = ts_core_malloc_inline(asked + TS_GUARD);
+        return p ? guard_large(p, size) : NULL;
+    }
+    void *p = ts_core_malloc_inline(asked);
     if (ts_unlikely(!p)) return NULL;
     ((uint64_t *)p)[0] = 0; /* the encoded link: the rest was zeroed when freed */
-    seal(p, size, fresh_cap(p, size + TS_PAD));
+    ts_secure_seal(p, size, _ts_classes[ts_class_of(asked)].size);
     return p;
+}
+
+void *_ts_secure_malloc(size_t size) {
+    return ts_secure_malloc_inline(size);
 }
 
 static void secure_free(const char *func, void *p, size_t expect) {
@@ -298,14 +360,18 @@ static void secure_free(const char *func, void *p, size_t expect) {
     }
     ts_page_t *page;
     size_t cap = live_block(func, p, &page);
-    size_t size = unseal(func, p, cap);
+    size_t size = sealed_size(func, p, cap);
     if (expect != SIZE_MAX && expect != size)
         _ts_fatal("%s(): size %zu does not match block %p (size %zu)", func, expect, p, size);
     retire(p, page, cap);
 }
 
-void _ts_secure_free(void *p) {
+void _ts_secure_free_slow(void *p) {
     secure_free("free", p, SIZE_MAX);
+}
+
+void _ts_secure_free(void *p) {
+    ts_secure_free_inline(p);
 }
 
 void _ts_secure_free_sized(void *p, size_t size) {
@@ -315,40 +381,46 @@ void _ts_secure_free_sized(void *p, size_t size) {
 void *_ts_secure_calloc(size_t total) {
     secure_ready();
     if (total == 0) return zero_alloc();
-    if (total > (size_t)PTRDIFF_MAX - TS_PAD) {
-        errno = ENOMEM;
-        return NULL;
+    if (too_big(total)) return NULL;
+    size_t asked = total + TS_PAD;
+    if (asked > TS_CLASS_MAX_SIZE) {
+        void *p = _ts_alloc_aligned(asked + TS_GUARD, 0, true);
+        return p ? guard_large(p, total) : NULL;
     }
-    void *p = _ts_alloc_aligned(total + TS_PAD, 0, true);
+    void *p = _ts_alloc_aligned(asked, 0, true);
     if (!p) return NULL;
-    seal(p, total, fresh_cap(p, total + TS_PAD));
+    ts_secure_seal(p, total, _ts_classes[ts_class_of(asked)].size);
     return p;
 }
 
 void *_ts_secure_memalign(size_t align, size_t size) {
     secure_ready();
-    if (size > (size_t)PTRDIFF_MAX - TS_PAD) {
-        errno = ENOMEM;
-        return NULL;
+    if (too_big(size)) return NULL;
+    size_t asked = size + TS_PAD;
+    if (_ts_class_aligned(asked, align) >= TS_CLASS_COUNT) {
+        void *p = _ts_core_memalign(align, asked + TS_GUARD);
+        return p ? guard_large(p, size) : NULL;
     }
-    void *p = _ts_core_memalign(align, size + TS_PAD);
+    void *p = _ts_core_memalign(align, asked);
     if (!p) return NULL;
     ts_page_t *page;
     ((uint64_t *)p)[0] = 0;
     ((uint64_t *)p)[1] = 0;
-    seal(p, size, live_block("memalign", p, &page));
+    ts_secure_seal(p, size, live_block("memalign", p, &page));
     return p;
 }
 
 void *_ts_secure_realloc(void *p, size_t size) {
     secure_ready();
     if (is_zero_block(p)) return _ts_secure_malloc(size);
+    if (too_big(size)) return NULL;
     ts_page_t *page;
     size_t cap = live_block("realloc", p, &page);
-    size_t old = unseal("realloc", p, cap);
-    if (size <= cap - TS_PAD && (size >= (cap - TS_PAD) / 2 || cap <= 64)) {
+    size_t old = sealed_size("realloc", p, cap);
+    size_t room = cap - TS_PAD;
+    if (size <= room && (size >= room / 2 || cap <= 64)) {
         if (size > old) memset((char *)p + old, 0, size - old);
-        seal(p, size, cap);
+        ts_secure_seal(p, size, cap);
         return p;
     }
     void *q = _ts_secure_malloc(size);
@@ -363,7 +435,7 @@ size_t _ts_secure_usable_size(const void *cp) {
     secure_ready();
     if (is_zero_block(p)) return 0;
     ts_page_t *page;
-    return unseal("malloc_usable_size", p, live_block("malloc_usable_size", p, &page));
+    return sealed_size("malloc_usable_size", p, live_block("malloc_usable_size", p, &page));
 }
 
 int _ts_secure_trim(size_t pad) {
@@ -377,14 +449,18 @@ void _ts_secure_info(ts_heap_info_t *info) {
     _ts_core_info(info);
 }
 
+/* fork: the large quarantine's lock too, so the child finds it free. */
 void _ts_secure_atfork_prepare(void) {
+    ts_spin_lock(&large_q.lock);
     _ts_core_atfork_prepare();
 }
 
 void _ts_secure_atfork_parent(void) {
     _ts_core_atfork_parent();
+    ts_spin_unlock(&large_q.lock);
 }
 
 void _ts_secure_atfork_child(void) {
     _ts_core_atfork_child();
+    ts_spin_init(&large_q.lock);
 }

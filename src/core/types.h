@@ -334,6 +334,7 @@ enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
 #define TS_QUARANTINE_SLOTS 512
 typedef struct ts_quarantine {
     void *slot[TS_QUARANTINE_SLOTS];
+    uint32_t cap[TS_QUARANTINE_SLOTS]; /* the block's size */
     uint32_t first, count;
     size_t bytes;
 } ts_quarantine_t;

@@ -78,6 +78,9 @@ ts_segment_t *_ts_segment_map_new(bool huge_first_half) {
     seg->kind = TS_KIND_COUNT; /* not formatted yet; the rest is zero */
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
     _ts_os_name(seg, TS_SEGMENT_SIZE, "tsalloc");
+#if TS_SECURE
+    _ts_secure_segment_guard(seg);
+#endif
     pthread_mutex_lock(&registry_lock);
     seg->reg_next = registry;
     if (registry) registry->reg_prev = seg;

@@ -112,6 +112,12 @@ void _ts_secure_page_init(ts_page_t *page) {
     page->link_span = page->reserved * page->block_size;
 }
 
+void _ts_secure_segment_guard(void *seg) {
+    char *guard = (char *)seg + TS_SEGMENT_SIZE - TS_SEGMENT_GUARD;
+    if (!_ts_os_protect(guard, TS_SEGMENT_GUARD, false))
+        _ts_verbose(1, "segment %p: no guard page (the OS refused)", seg);
+}
+
 /* Link n fresh blocks from `first` in a random order (a Fisher-Yates
  * shuffle of their indices). */
 void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n) {

@@ -45,6 +45,12 @@ TS_INLINE ts_block_t *ts_link_decode(const ts_page_t *page, const ts_block_t *bl
 TS_HIDDEN ts_block_t *_ts_secure_link_any(const ts_page_t *page, const ts_block_t *block,
                                           const char *func);
 
+/* The last OS page of every segment is inaccessible (registry.c maps it so,
+ * segment.c leaves it out of the last page's area): a linear overflow off
+ * the segment's end faults before it reaches the next segment's header. */
+#define TS_SEGMENT_GUARD ((size_t)4096)
+TS_HIDDEN void _ts_secure_segment_guard(void *seg);
+
 /* page.c: a page set up for a class draws its link key; its fresh blocks are
  * linked in a random order. */
 TS_HIDDEN void _ts_secure_page_init(ts_page_t *page);

@@ -93,6 +93,22 @@ static void overflow_next(size_t n) {
     FREE(p);
 }
 
+/* A linear overflow from the block that lies closest below a 4 MiB
+ * boundary (the end of a tsalloc segment) across that boundary. */
+static void overflow_segment_end(size_t n) {
+    enum { N = 40 };
+    const uintptr_t seg = (uintptr_t)4 << 20;
+    unsigned char *v[N], *p = NULL;
+    for (int i = 0; i < N; i++) {
+        v[i] = malloc(n);
+        if (!p || ((uintptr_t)v[i] + n) % seg > ((uintptr_t)p + n) % seg) p = v[i];
+    }
+    expect("SIGSEGV");
+    uintptr_t end = ((uintptr_t)p + n + seg - 1) & ~(seg - 1);
+    memset(p + n, 0x41, end - ((uintptr_t)p + n) + 64);
+    for (int i = 0; i < N; i++) FREE(v[i]);
+}
+
 /* Eight bytes before a block whose lower neighbour is live (the pair of the
  * blocks asked for that lie closest together): on that neighbour's end. */
 static void underflow(size_t n) {
@@ -282,6 +298,7 @@ static const attack_t attacks[] = {
     {"overflow-byte", overflow_byte, ANYSIZE, 0, ANYSIZE, "", 0},
     {"overflow-word", overflow_word, ANYSIZE, 0, ANYSIZE, "", 0},
     {"overflow-next", overflow_next, ANYSIZE, 0, ANYSIZE, "", LARGE},
+    {"overflow-segment-end", overflow_segment_end, BIG, 0, BIG, "", BIG},
     {"underflow", underflow, SMALL | MEDIUM | BIG, 0, SMALL | MEDIUM | BIG, "", 0},
     {"uaf-write", uaf_write, ANYSIZE, 0, ANYSIZE, "", LARGE},
     {"freelist-poison", freelist_poison, SMALL | MEDIUM | BIG, 0, SMALL | MEDIUM | BIG, "", 0},

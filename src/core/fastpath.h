@@ -77,6 +77,9 @@ TS_INLINE void *ts_core_malloc_inline(size_t size) {
     return _ts_malloc_generic(size, heap);
 }
 
+/* Below: the second half of free's fast path. */
+TS_INLINE void ts_free_block(ts_page_t *page, ts_block_t *block, uintptr_t mark);
+
 TS_INLINE void ts_core_free_inline(void *p) {
     uintptr_t u = (uintptr_t)p;
     size_t chunk = u >> TS_SEGMENT_SHIFT;
@@ -98,6 +101,16 @@ TS_INLINE void ts_core_free_inline(void *p) {
     ts_block_t *block = p;
     uintptr_t mark = ts_mark_of(page, block);
     if (ts_unlikely(*ts_mark_word(block) == mark)) goto slow; /* free already */
+    ts_free_block(page, block, mark);
+    return;
+slow:
+    _ts_free_slow(p);
+}
+
+/* Give back a block proven to be a live block of `page`, with the free mark
+ * it gets: also the hardened build's way out of its quarantine
+ * (secure_fast.h). */
+TS_INLINE void ts_free_block(ts_page_t *page, ts_block_t *block, uintptr_t mark) {
     ts_heap_t *heap = _ts_tls_heap;
     uintptr_t owner = ts_page_owner(page);
     if (ts_likely((owner & ~TS_OWNER_HEAD) == (uintptr_t)heap)) {
@@ -129,9 +142,6 @@ TS_INLINE void ts_core_free_inline(void *p) {
         return;
     }
     _ts_free_other(heap, page, block);
-    return;
-slow:
-    _ts_free_slow(p);
 }
 
 /* For the override shim. */

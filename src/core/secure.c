@@ -49,8 +49,9 @@ TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size);
 static _Atomic int ready;            /* 0 -> 1 (one thread sets up) -> 2 */
 uint64_t _ts_secure_secret;          /* canaries, quarantine marks, link keys */
 static _Atomic uint64_t carve_count; /* varies the order of successive carvings */
-static size_t quarantine_max;
+size_t _ts_secure_quarantine_max;
 size_t _ts_secure_zero_max;
+uint32_t _ts_secure_slot_cap[TS_DIRECT_SLOTS];
 static _Atomic uintptr_t zero_base;
 static _Atomic uintptr_t zero_next;
 
@@ -77,7 +78,9 @@ static TS_NOINLINE void secure_init(void) {
         _ts_process_init();
         _ts_secure_secret = _ts_os_random() | 1;
         ts_option_origin_t origin;
-        quarantine_max = (size_t)_ts_option_env(TS_OPTID_QUARANTINE, &origin);
+        _ts_secure_quarantine_max = (size_t)_ts_option_env(TS_OPTID_QUARANTINE, &origin);
+        for (unsigned s = 0; s < TS_DIRECT_SLOTS; s++)
+            _ts_secure_slot_cap[s] = _ts_classes[ts_class_of(s * 16)].size;
         _ts_secure_zero_max = (size_t)_ts_option_env(TS_OPTID_ZERO_ON_FREE, &origin);
         atomic_store_explicit(&ready, 2, memory_order_release);
         return;
@@ -247,7 +250,10 @@ static void quarantine_release(ts_quarantine_t *q) {
     q->count--;
     q->bytes -= cap;
     quarantine_check(p, cap);
-    ts_core_free_inline(p);
+    uintptr_t u = (uintptr_t)p;
+    unsigned shift = atomic_load_explicit(&_ts_segmap[u >> TS_SEGMENT_SHIFT], memory_order_relaxed);
+    ts_page_t *page = ts_page_of(ts_segment_of(p), p, shift);
+    ts_free_block(page, p, ts_mark_of(page, p)); /* checked when it came in */
 }
 
 void _ts_secure_heap_flush(ts_heap_t *heap) {
@@ -255,13 +261,9 @@ void _ts_secure_heap_flush(ts_heap_t *heap) {
     while (q->count) quarantine_release(q);
 }
 
-/* p: a checked, zeroed class block of this thread's heap (or of no heap). */
+/* p: a checked, zeroed class block; heap: this thread's, active. */
 void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap) {
-    size_t max = quarantine_max;
-    if (ts_unlikely(heap->state != TS_HEAP_ACTIVE || cap > max / 2)) {
-        ts_core_free_inline(p);
-        return;
-    }
+    size_t max = _ts_secure_quarantine_max;
     ((uint64_t *)p)[1] = ts_secure_qmark(p);
     ts_quarantine_t *q = &heap->quarantine;
     while (q->count && (q->count == TS_QUARANTINE_SLOTS || q->bytes + cap > max))
@@ -325,7 +327,11 @@ static void retire(void *p, ts_page_t *page, size_t cap) {
         return;
     }
     ts_secure_zero(p, cap);
-    _ts_secure_quarantine_push(_ts_tls_heap, p, cap);
+    ts_heap_t *heap = _ts_tls_heap;
+    if (heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)
+        _ts_secure_quarantine_push(heap, p, cap);
+    else
+        _ts_core_free(p);
 }
 
 /* ---- the design functions ---------------------------------------------------------- */

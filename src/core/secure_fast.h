@@ -32,6 +32,10 @@ TS_HIDDEN void _ts_secure_free_slow(void *p);
 TS_HIDDEN void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap);
 /* TSALLOC_ZERO_ON_FREE: bytes zeroed at the start of a freed block. */
 TS_HIDDEN extern size_t _ts_secure_zero_max;
+/* TSALLOC_QUARANTINE, in bytes. */
+TS_HIDDEN extern size_t _ts_secure_quarantine_max;
+/* The block size of each direct slot's class (heap->direct). */
+TS_HIDDEN extern uint32_t _ts_secure_slot_cap[TS_DIRECT_SLOTS];
 
 TS_INLINE uint32_t ts_secure_check(const void *p, uint64_t slack) {
     return (uint32_t)(((uintptr_t)p * _ts_secure_secret) >> 32) ^ (uint32_t)slack;
@@ -53,24 +57,55 @@ TS_INLINE size_t ts_secure_zeroed(size_t cap) {
 
 /* Zero a freed class block (small ones without a call). */
 TS_INLINE void ts_secure_zero(void *p, size_t cap) {
-    if (cap <= 64) {
-        for (size_t i = 0; i < cap / 8; i++) ((uint64_t *)p)[i] = 0;
-    } else {
-        memset(p, 0, ts_secure_zeroed(cap));
+    size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
+    uint64_t *w = p;
+    if (n > 64) {
+        memset(p, 0, n);
+        return;
     }
+    w[0] = w[1] = 0;
+    if (n > 16) w[2] = w[3] = 0;
+    if (n > 32) w[4] = w[5] = 0;
+    if (n > 48) w[6] = w[7] = 0;
+}
+
+/* The slack pattern in [end, end + n), n <= 16, as one or two (overlapping)
+ * stores; and the bits that differ from it there. */
+TS_INLINE void ts_secure_fill(char *end, uint64_t n) {
+    uint64_t w = TS_SLACK_WORD;
+    uint32_t h = (uint32_t)w;
+    if (n >= 8) {
+        memcpy(end, &w, 8);
+        memcpy(end + n - 8, &w, 8);
+    } else if (n >= 4) {
+        memcpy(end, &h, 4);
+        memcpy(end + n - 4, &h, 4);
+    } else {
+        for (uint64_t i = 0; i < n; i++) end[i] = (char)TS_SLACK_BYTE;
+    }
+}
+TS_INLINE uint64_t ts_secure_fill_diff(const char *end, uint64_t n) {
+    if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, end, 8);
+        memcpy(&b, end + n - 8, 8);
+        return (a ^ TS_SLACK_WORD) | (b ^ TS_SLACK_WORD);
+    }
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, end, 4);
+        memcpy(&b, end + n - 4, 4);
+        return (a ^ (uint32_t)TS_SLACK_WORD) | (b ^ (uint32_t)TS_SLACK_WORD);
+    }
+    uint64_t d = 0;
+    for (uint64_t i = 0; i < n; i++) d |= (unsigned char)end[i] ^ TS_SLACK_BYTE;
+    return d;
 }
 
 /* p holds `size` bytes of a block of `cap` (the core's usable size). */
 TS_INLINE void ts_secure_seal(void *p, size_t size, size_t cap) {
     uint64_t slack = cap - TS_PAD - size;
-    char *end = (char *)p + size;
-    if (ts_likely(slack >= TS_SLACK_FILL)) {
-        uint64_t w = TS_SLACK_WORD;
-        memcpy(end, &w, 8);
-        memcpy(end + 8, &w, 8);
-    } else {
-        for (uint64_t i = 0; i < slack; i++) end[i] = (char)TS_SLACK_BYTE;
-    }
+    ts_secure_fill((char *)p + size, slack < TS_SLACK_FILL ? slack : TS_SLACK_FILL);
     *ts_secure_trailer(p, cap) = slack << 32 | ts_secure_check(p, slack);
 }
 
@@ -82,16 +117,9 @@ TS_INLINE size_t ts_secure_sealed_size(void *p, size_t cap) {
     if (ts_unlikely((uint32_t)w != ts_secure_check(p, slack) || slack > cap - TS_PAD))
         return SIZE_MAX;
     size_t size = cap - TS_PAD - slack;
-    const unsigned char *end = (const unsigned char *)p + size;
-    if (ts_likely(slack >= TS_SLACK_FILL)) {
-        uint64_t a, b;
-        memcpy(&a, end, 8);
-        memcpy(&b, end + 8, 8);
-        if (ts_unlikely((a ^ TS_SLACK_WORD) | (b ^ TS_SLACK_WORD))) return SIZE_MAX;
-    } else {
-        for (uint64_t i = 0; i < slack; i++)
-            if (ts_unlikely(end[i] != TS_SLACK_BYTE)) return SIZE_MAX;
-    }
+    if (ts_unlikely(ts_secure_fill_diff((const char *)p + size,
+                                        slack < TS_SLACK_FILL ? slack : TS_SLACK_FILL)))
+        return SIZE_MAX;
     return size;
 }
 
@@ -106,7 +134,7 @@ TS_INLINE void *ts_secure_malloc_inline(size_t size) {
             heap->alloc_slot[slot]++;
             ts_pop(page, block);
             ((uint64_t *)block)[0] = 0; /* the link: the rest was zeroed when freed */
-            ts_secure_seal(block, size, _ts_classes[ts_class_of(asked)].size);
+            ts_secure_seal(block, size, _ts_secure_slot_cap[slot]);
             return block;
         }
     }
@@ -131,7 +159,12 @@ TS_INLINE void ts_secure_free_inline(void *p) {
     size_t cap = page->block_size;
     if (ts_unlikely(ts_secure_sealed_size(p, cap) == SIZE_MAX)) goto slow;
     ts_secure_zero(p, cap);
-    _ts_secure_quarantine_push(_ts_tls_heap, p, cap);
+    ts_heap_t *heap = _ts_tls_heap;
+    if (ts_likely(heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)) {
+        _ts_secure_quarantine_push(heap, p, cap);
+        return;
+    }
+    ts_free_block(page, p, ts_mark_of(page, p)); /* straight back */
     return;
 slow:
     _ts_secure_free_slow(p);

@@ -333,10 +333,11 @@ enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
 /* A heap's quarantine: a ring of freed blocks, oldest at `first` (secure.c). */
 #define TS_QUARANTINE_SLOTS 512
 typedef struct ts_quarantine {
-    void *slot[TS_QUARANTINE_SLOTS];
-    uint32_t cap[TS_QUARANTINE_SLOTS]; /* the block's size */
     uint32_t first, count;
     size_t bytes;
+    /* Read only below `count`: a new heap does not clear them (heap.c). */
+    void *slot[TS_QUARANTINE_SLOTS];
+    uint32_t cap[TS_QUARANTINE_SLOTS]; /* the block's size */
 } ts_quarantine_t;
 #endif
 

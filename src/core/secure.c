@@ -1,27 +1,31 @@
 /* The hardened build's checks (TS_SECURE=1, libtsalloc-secure; docs/secure.md).
  * The design functions _ts_secure_* wrap the core's (_ts_core_*, built from
- * the same sources with encoded free-list links, secure.h):
+ * the same sources with encoded free-list links, secure.h); their fast
+ * paths are in secure_fast.h.
  *
  * - Canary: every block is asked of the core 8 bytes larger; its last word
  *   (the trailer) holds the slack between the request's end and itself, with
- *   a check value made of the slack, the block's address and a secret. Up to
- *   16 slack bytes after the request hold TS_SLACK_BYTE. free, realloc and
- *   malloc_usable_size check both: "heap overflow after block".
- * - Quarantine: a freed block is zeroed but for its second word (a mark made
- *   of its address and a secret) and waits in its heap's ring
- *   (TSALLOC_QUARANTINE bytes, TS_QUARANTINE_SLOTS blocks, blocks up to half
- *   of it) before the core
- *   gets it; leaving, it must still read so: "use after free". A block freed
- *   again while it waits carries the mark: "double free".
+ *   a check of the slack, the block's address and a secret; up to 16 slack
+ *   bytes after the request hold a pattern. free, realloc,
+ *   malloc_usable_size and sized delete check both: "heap overflow".
+ * - Quarantine: a freed class block is zeroed (its first
+ *   TSALLOC_ZERO_ON_FREE bytes) but for its second word, a mark of its
+ *   address and a secret, and waits in its heap's ring (TSALLOC_QUARANTINE
+ *   bytes, TS_QUARANTINE_SLOTS blocks, blocks up to half of it) before the
+ *   core gets it; leaving, it must still read so: "use after free". A block
+ *   freed again while it waits carries the mark: "double free".
+ * - Large blocks: their last OS page is an inaccessible guard; freed, they
+ *   are purged and kept inaccessible for TS_LARGE_QUARANTINE more frees.
+ * - Segments: their last OS page is an inaccessible guard.
+ * - Fresh blocks of a page are linked in a random order.
  * - Zero-size requests get a unique address in a reserved inaccessible
- *   region; free accepts it.
- * - Sized delete: the size must be the one asked for.
+ *   region; free accepts it. Sized delete: the size must be the one asked.
  *
  * Invariants: a pointer is proven a live block of ours (segment map, block
  * boundary, not free, not quarantined) before its trailer is read. A heap's
  * quarantine is touched by its thread only, or by whoever abandons the heap
- * once that thread is gone. No locks of its own; the region of zero-size
- * blocks is reserved once (CAS).
+ * once that thread is gone. Lock order: large_q's spin lock is a leaf (no
+ * call while it is held); fork takes it before the core's locks.
  */
 #include "core/secure_fast.h"
 #include "core/internal.h"
@@ -39,8 +43,10 @@ TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size);
 #define TS_ZERO_SPAN ((size_t)64 << 20) /* region of zero-size blocks */
 /* A large block's last OS page is its guard: inaccessible. */
 #define TS_GUARD ((size_t)4096)
-/* Freed large blocks kept inaccessible before the core gets them. */
-#define TS_LARGE_QUARANTINE 8
+/* Freed large blocks kept inaccessible before the core gets them; those up
+ * to TS_LARGE_RESIDENT_MAX stay resident meanwhile (8 MiB at most). */
+#define TS_LARGE_QUARANTINE   8
+#define TS_LARGE_RESIDENT_MAX ((size_t)1 << 20)
 
 /* An extension of a page (page.c) carves at most 8 KiB of blocks of 16 bytes
  * and more; more would be linked in address order past this many. */
@@ -275,11 +281,15 @@ void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap) {
     q->bytes += cap;
 }
 
-/* A large block of cap bytes before its guard: zeroed by giving its pages
- * back, made inaccessible, and kept in the large quarantine; the oldest
- * there goes to the core, accessible again. */
+/* A large block of cap bytes before its guard: zeroed (up to 1 MiB its
+ * first TSALLOC_ZERO_ON_FREE bytes, as class blocks; larger ones whole, by
+ * giving their pages back), made inaccessible, and kept in the large
+ * quarantine; the oldest there goes to the core, accessible again. */
 static void retire_large(void *p, size_t cap) {
-    if (!_ts_os_purge(p, cap)) memset(p, 0, cap);
+    if (cap <= TS_LARGE_RESIDENT_MAX)
+        memset(p, 0, cap < _ts_secure_zero_max ? cap : _ts_secure_zero_max);
+    else if (!_ts_os_purge(p, cap))
+        memset(p, 0, cap);
     bool kept = _ts_os_protect(p, cap, false);
     void *old = NULL;
     size_t old_cap = 0;
@@ -309,14 +319,12 @@ static void retire_large(void *p, size_t cap) {
 }
 
 /* A large block for `size` bytes just made: its last OS page becomes its
- * guard. NULL (and the block given back) when the OS refuses. */
+ * guard (when the OS refuses, the page stays accessible: it is left unused
+ * all the same, and the canary still covers the block). */
 static void *guard_large(void *p, size_t size) {
     size_t cap = _ts_large_usable(p, "malloc") - TS_GUARD;
-    if (!_ts_os_protect((char *)p + cap, TS_GUARD, false)) {
-        _ts_core_free(p);
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (!_ts_os_protect((char *)p + cap, TS_GUARD, false))
+        _ts_verbose(1, "large block %p: no guard page (the OS refused)", p);
     ts_secure_seal(p, size, cap);
     return p;
 }
@@ -434,6 +442,16 @@ void *_ts_secure_realloc(void *p, size_t size) {
         if (size > old) memset((char *)p + old, 0, size - old);
         ts_secure_seal(p, size, cap);
         return p;
+    }
+    if (!page && size + TS_PAD > TS_CLASS_MAX_SIZE) {
+        /* Large to large: the core moves or grows the pages (mremap), the
+         * guard made accessible first so that no hole travels with them. */
+        if (!_ts_os_protect((char *)p + cap, TS_GUARD, true))
+            _ts_fatal("realloc(): cannot make the guard of %p accessible", p);
+        void *q = _ts_core_realloc(p, size + TS_PAD + TS_GUARD);
+        if (q) return guard_large(q, size);
+        (void)_ts_os_protect((char *)p + cap, TS_GUARD, false);
+        return NULL;
     }
     void *q = _ts_secure_malloc(size);
     if (!q) return NULL;

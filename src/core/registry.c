@@ -43,7 +43,11 @@ static ts_segment_t *segment_reserve_take(void) {
     ts_segment_t *seg = NULL;
     pthread_mutex_lock(&reserve_lock);
     if (reserve_next == reserve_end) {
+#if TS_SECURE
+        char *r = _ts_secure_reserve(TS_SEGMENT_RESERVE);
+#else
         char *r = _ts_os_map_aligned(TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+#endif
         if (r) {
             reserve_next = (uintptr_t)r;
             reserve_end = (uintptr_t)r + TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE;

@@ -127,6 +127,19 @@ void _ts_secure_segment_guard(void *seg) {
         _ts_verbose(1, "segment %p: no guard page (the OS refused)", seg);
 }
 
+/* Segments slid by up to this many (5 bits of randomness beyond ASLR). */
+#define TS_RESERVE_SLIDE 32
+
+char *_ts_secure_reserve(unsigned n) {
+    size_t seg = TS_SEGMENT_SIZE, slide = (size_t)(_ts_os_random() % TS_RESERVE_SLIDE);
+    char *r = _ts_os_map_aligned((n + TS_RESERVE_SLIDE - 1) * seg, seg);
+    if (!r) return _ts_os_map_aligned(n * seg, seg); /* no room to slide: as the kernel gives */
+    if (slide) _ts_os_unmap(r, slide * seg);
+    if (slide + 1 < TS_RESERVE_SLIDE)
+        _ts_os_unmap(r + (slide + n) * seg, (TS_RESERVE_SLIDE - 1 - slide) * seg);
+    return r + slide * seg;
+}
+
 /* Link n fresh blocks from `first` in a random order (a Fisher-Yates
  * shuffle of their indices). */
 void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n) {

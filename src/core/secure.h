@@ -50,6 +50,10 @@ TS_HIDDEN ts_block_t *_ts_secure_link_any(const ts_page_t *page, const ts_block_
  * the segment's end faults before it reaches the next segment's header. */
 #define TS_SEGMENT_GUARD ((size_t)4096)
 TS_HIDDEN void _ts_secure_segment_guard(void *seg);
+/* registry.c: a reservation of n segments at a random offset (in
+ * segments) within a larger mapping, the rest given back: addresses with
+ * more randomness than the kernel's placement. NULL when the OS refuses. */
+TS_HIDDEN char *_ts_secure_reserve(unsigned n);
 
 /* page.c: a page set up for a class draws its link key; its fresh blocks are
  * linked in a random order. */

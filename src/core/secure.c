@@ -141,7 +141,10 @@ char *_ts_secure_reserve(unsigned n) {
 }
 
 /* Link n fresh blocks from `first` in a random order (a Fisher-Yates
- * shuffle of their indices). */
+ * shuffle of their indices). Blocks over memory written before (below the
+ * page's `touched`: an earlier layout's blocks, zeroed only up to
+ * TSALLOC_ZERO_ON_FREE) get their first TSALLOC_ZERO_ON_FREE bytes zeroed,
+ * as freed blocks have. */
 void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n) {
     uint16_t order[TS_SHUFFLE_MAX];
     uint32_t bs = page->block_size;
@@ -156,6 +159,10 @@ void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n) {
         order[i] = order[j];
         order[j] = t;
     }
+    uintptr_t clean = page->base + page->touched; /* zero from here on */
+    size_t zero = bs < _ts_secure_zero_max ? bs : _ts_secure_zero_max;
+    for (char *b = first; b < first + (size_t)n * bs && (uintptr_t)b < clean; b += bs)
+        memset(b, 0, zero);
     ts_block_t *next = NULL;
     for (uint32_t i = n; i-- > 0;) {
         ts_block_t *b = (ts_block_t *)(first + (size_t)(i < m ? order[i] : i) * bs);
@@ -370,7 +377,11 @@ void *_ts_secure_malloc_slow(size_t size) {
     size_t asked = size + TS_PAD;
     if (asked > TS_CLASS_MAX_SIZE) {
         void *p = ts_core_malloc_inline(asked + TS_GUARD);
-        return p ? guard_large(p, size) : NULL;
+        if (!p) return NULL;
+        /* A region from the large cache may start inside an earlier block,
+         * past the bytes zeroed when that one was freed. */
+        memset(p, 0, ts_secure_zeroed(size + TS_PAD));
+        return guard_large(p, size);
     }
     void *p = ts_core_malloc_inline(asked);
     if (ts_unlikely(!p)) return NULL;
@@ -432,7 +443,9 @@ void *_ts_secure_memalign(size_t align, size_t size) {
     size_t asked = size + TS_PAD;
     if (_ts_class_aligned(asked, align) >= TS_CLASS_COUNT) {
         void *p = _ts_core_memalign(align, asked + TS_GUARD);
-        return p ? guard_large(p, size) : NULL;
+        if (!p) return NULL;
+        memset(p, 0, ts_secure_zeroed(size + TS_PAD)); /* as malloc's */
+        return guard_large(p, size);
     }
     void *p = _ts_core_memalign(align, asked);
     if (!p) return NULL;

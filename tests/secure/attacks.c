@@ -1,5 +1,6 @@
 /* Heap attacks, one small function each, run under LD_PRELOAD of an
- * allocator in a forked child per attack and size.
+ * allocator, each attack and size in a fresh process (this program again,
+ * forked and exec'd, so that options read at start-up apply).
  *
  *   attacks --check secure   every attack must end as the hardened build
  *                            promises: abort with its exact message (or a

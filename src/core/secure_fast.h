@@ -40,8 +40,9 @@ TS_HIDDEN extern uint32_t _ts_secure_slot_cap[TS_DIRECT_SLOTS];
 TS_INLINE uint32_t ts_secure_check(const void *p, uint64_t slack) {
     return (uint32_t)(((uintptr_t)p * _ts_secure_secret) >> 32) ^ (uint32_t)slack;
 }
+/* Top bit clear: never a core free mark (whose top bit is set). */
 TS_INLINE uint64_t ts_secure_qmark(const void *p) {
-    return ((uintptr_t)p ^ _ts_secure_secret) | 1; /* never a core mark (their top bit) */
+    return (((uintptr_t)p ^ _ts_secure_secret) & (UINT64_MAX >> 1)) | 1;
 }
 TS_INLINE uint64_t *ts_secure_trailer(void *p, size_t cap) {
     return (uint64_t *)((char *)p + cap - TS_PAD);

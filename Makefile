@@ -9,6 +9,8 @@
 #   make fuzz     libFuzzer targets of each design (clang) [FUZZ_DESIGN=tsalloc|bins|...]
 #                 [FUZZ_SECONDS=60 a design]; prints edges reached per file of src/
 #   make soak     a long multi-threaded load on each design [SOAK_MINUTES=2 a design]
+#   make secure-report  heap-attack probes under glibc, the peers, Scudo [SCUDO=path],
+#                 tsalloc and tsalloc-secure: a caught/missed table (docs/secure.md)
 BUILD     ?= build
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
@@ -16,7 +18,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 VENV      ?= .venv
 BENCH_ARGS ?=
 
-.PHONY: all build test bench install deb clean format venv fuzz soak
+.PHONY: all build test bench install deb clean format venv fuzz soak secure-report
 
 all: build
 
@@ -57,6 +59,9 @@ fuzz:
 SOAK_MINUTES ?= 2
 soak: build
 	tests/soak/run_soak.sh $(BUILD) $(SOAK_MINUTES) $(VENV)
+
+secure-report: build
+	tests/secure/secure_report.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

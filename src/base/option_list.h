@@ -32,6 +32,12 @@ TS_OPTION(VERBOSE, "VERBOSE", CORE, CHOICE, 0, 0, 2,
 TS_OPTION(SHARED_START, "SHARED_START", CORE, INT, 16, 0, 1 << 20,
           "threads with a heap from which on a new thread starts on the shared heap (0: never)")
 
+/* ---- tsalloc-secure, the hardened build ---- */
+TS_OPTION(QUARANTINE, "QUARANTINE", SECURE, SIZE, TS_MB(1), 0, TS_GB(1),
+          "bytes of freed blocks a thread keeps zeroed and unused before reuse (0: none)")
+TS_OPTION(ZERO_ON_FREE, "ZERO_ON_FREE", SECURE, SIZE, TS_KB(4), 0, TS_KB(512),
+          "bytes zeroed at the start of each freed block (whole blocks up to this size)")
+
 /* ---- bestfit and bestfit-tls ---- */
 TS_OPTION(BESTFIT_MIN_SPLIT, "BESTFIT_MIN_SPLIT", BESTFIT, SIZE, 32, 32, TS_GB(1),
           "least payload bytes of a split-off remainder (rounded up to 16)")

@@ -11,7 +11,11 @@
 #include <errno.h>
 #include <string.h>
 
+#if TS_SECURE
+#define TS_DESIGN secure /* the ts_* API goes through the checks of secure.c */
+#else
 #define TS_DESIGN core /* designs/family.h calls _ts_core_* */
+#endif
 #include "designs/family.h"
 #include "tsalloc.h"
 
@@ -119,11 +123,11 @@ void _ts_core_atfork_child(void) {
 /* ---- the prefixed API --------------------------------------------------------------- */
 
 TS_EXPORT void *ts_malloc(size_t size) {
-    return _ts_core_malloc(size);
+    return _TS_D(malloc)(size);
 }
 
 TS_EXPORT void ts_free(void *ptr) {
-    _ts_core_free(ptr);
+    _TS_D(free)(ptr);
 }
 
 TS_EXPORT void *ts_calloc(size_t count, size_t size) {
@@ -139,7 +143,11 @@ TS_EXPORT void *ts_aligned_alloc(size_t align, size_t size) {
 }
 
 TS_EXPORT size_t ts_usable_size(const void *ptr) {
+#if TS_SECURE
+    return ptr ? _ts_secure_usable_size(ptr) : 0;
+#else
     return ptr ? _ts_usable_checked(ptr, "ts_usable_size") : 0;
+#endif
 }
 
 /* TS_VERSION_STRING comes from the build (CMake's project version). */

@@ -38,7 +38,7 @@
 
 /* Pop the head of a page's free list (not NULL). */
 TS_INLINE void *ts_pop(ts_page_t *page, ts_block_t *block) {
-    ts_block_t *next = block->next;
+    ts_block_t *next = ts_link_get(page, block, "malloc");
     *ts_mark_word(block) = 0;
     page->free = next;
     __builtin_prefetch(next); /* often written last by another thread */
@@ -77,6 +77,9 @@ TS_INLINE void *ts_core_malloc_inline(size_t size) {
     return _ts_malloc_generic(size, heap);
 }
 
+/* Below: the second half of free's fast path. */
+TS_INLINE void ts_free_block(ts_page_t *page, ts_block_t *block, uintptr_t mark);
+
 TS_INLINE void ts_core_free_inline(void *p) {
     uintptr_t u = (uintptr_t)p;
     size_t chunk = u >> TS_SEGMENT_SHIFT;
@@ -98,6 +101,16 @@ TS_INLINE void ts_core_free_inline(void *p) {
     ts_block_t *block = p;
     uintptr_t mark = ts_mark_of(page, block);
     if (ts_unlikely(*ts_mark_word(block) == mark)) goto slow; /* free already */
+    ts_free_block(page, block, mark);
+    return;
+slow:
+    _ts_free_slow(p);
+}
+
+/* Give back a block proven to be a live block of `page`, with the free mark
+ * it gets: also the hardened build's way out of its quarantine
+ * (secure_fast.h). */
+TS_INLINE void ts_free_block(ts_page_t *page, ts_block_t *block, uintptr_t mark) {
     ts_heap_t *heap = _ts_tls_heap;
     uintptr_t owner = ts_page_owner(page);
     if (ts_likely((owner & ~TS_OWNER_HEAD) == (uintptr_t)heap)) {
@@ -106,7 +119,7 @@ TS_INLINE void ts_core_free_inline(void *p) {
          * from a bias here (internal.h). Loaded before the block's stores:
          * a decrement in place after them was 3-4% slower on a one-size loop. */
         uint32_t used = page->used - 1;
-        block->next = page->free;
+        ts_link_set(page, block, page->free);
         *ts_mark_word(block) = mark;
         page->free = block;
         page->used = used;
@@ -124,14 +137,11 @@ TS_INLINE void ts_core_free_inline(void *p) {
         b->head = block;
         b->count = count;
         *ts_mark_word(block) = mark;
-        block->next = batched; /* last: the compiler cannot tell block from b */
+        ts_link_set(page, block, batched); /* last: the compiler cannot tell block from b */
         if (ts_unlikely(count >= page->rbatch_max)) _ts_rbatch_flush(heap, b);
         return;
     }
     _ts_free_other(heap, page, block);
-    return;
-slow:
-    _ts_free_slow(p);
 }
 
 /* For the override shim. */

@@ -68,7 +68,7 @@ static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
     ts_heap_t *owner = (ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
     ts_block_t *old = atomic_load_explicit(&owner->delayed, memory_order_relaxed);
     do {
-        tail->next = old;
+        ts_link_set(page, tail, old);
     } while (!atomic_compare_exchange_weak_explicit(&owner->delayed, &old, head,
                                                     memory_order_release, memory_order_relaxed));
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
@@ -114,7 +114,7 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
         }
         ts_block_t *old = ts_tf_ptr(w);
         if (ts_unlikely(old == head)) _ts_double_free("free", head);
-        tail->next = old;
+        ts_link_set(page, tail, old);
         uint64_t next = ts_tf_make(head, ts_tf_count(w) + count, st) | (w & TS_TF_DETACHED);
         if (atomic_compare_exchange_weak_explicit(&page->thread_free, &w, next,
                                                   memory_order_release, memory_order_relaxed))
@@ -210,7 +210,7 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         }
     }
     if (b->page == page) {
-        block->next = b->head;
+        ts_link_set(page, block, b->head);
         b->head = block;
         b->seen = (uint16_t)++b->count;
         b->last = now;
@@ -218,7 +218,7 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         return;
     }
     if (b->page) _ts_rbatch_flush(heap, b);
-    block->next = NULL;
+    ts_link_set(page, block, NULL);
     b->page = page;
     b->head = b->tail = block;
     b->count = 1;
@@ -231,9 +231,15 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
 void _ts_process_delayed(ts_heap_t *heap) {
     ts_block_t *block = atomic_exchange_explicit(&heap->delayed, NULL, memory_order_acquire);
     while (block) {
+#if TS_SECURE
+        ts_page_t *page = NULL;
+        (void)_ts_locate(block, &page);
+        ts_block_t *next = _ts_secure_link_any(page, block, "malloc");
+#else
         ts_block_t *next = block->next;
         ts_page_t *page = NULL;
         (void)_ts_locate(block, &page);
+#endif
         if (ts_page_owner(page) & TS_OWNER_FULL) _ts_page_unfull(heap, page);
         _ts_page_push_local(heap, page, block); /* marked by the freer, who checked it */
         block = next;

@@ -101,7 +101,17 @@ static ts_heap_t *pool_get(void) {
 ts_heap_t *_ts_heap_new(bool for_this_thread, uint32_t user) {
     ts_heap_t *heap = pool_get();
     if (!heap) return NULL;
+#if TS_SECURE
+    /* Not the quarantine's rings: 6 KiB a thread would touch for nothing. */
+    _Static_assert(offsetof(ts_heap_t, fresh) ==
+                       offsetof(ts_heap_t, quarantine) + sizeof(ts_quarantine_t),
+                   "the quarantine is followed by `fresh`");
+    size_t rings = offsetof(ts_heap_t, quarantine.slot), after = offsetof(ts_heap_t, fresh);
+    memset(heap, 0, rings);
+    memset((char *)heap + after, 0, sizeof *heap - after);
+#else
     memset(heap, 0, sizeof *heap);
+#endif
     heap->user = user; /* before heaps_all shows it to the purge thread */
     for (unsigned i = 0; i < TS_DIRECT_SLOTS; i++) heap->direct[i] = &_ts_page_empty;
     for (unsigned i = 0; i < TS_CLASS_COUNT; i++) heap->head[i] = &_ts_page_empty;
@@ -318,6 +328,9 @@ void _ts_heap_abandon(ts_heap_t *heap) {
 }
 
 void _ts_heap_abandon_to(ts_heap_t *heap, ts_heap_t *to) {
+#if TS_SECURE
+    _ts_secure_heap_flush(heap);
+#endif
     /* No spare segment from here on. Under the pool lock: a rescue pass
      * (which holds it) has finished with this heap's `delayed` list, and no
      * later one takes it. */

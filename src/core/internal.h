@@ -210,7 +210,7 @@ TS_INLINE void *ts_queue_pop(ts_heap_t *heap, unsigned cls) {
     ts_page_t *page = heap->queue[cls].first;
     ts_block_t *block;
     if (!page || (block = page->free) == NULL) return NULL;
-    page->free = block->next;
+    page->free = ts_link_get(page, block, "malloc");
     *ts_mark_word(block) = 0;
     if (!page->is_head) page->used++;
     heap->alloc_class[cls]++;

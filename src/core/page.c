@@ -55,7 +55,7 @@ ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow pat
  * free path could not see) would make it endless: stop and say so. */
 static uint32_t chain_length(const ts_page_t *page) {
     uint32_t n = 0;
-    for (const ts_block_t *b = page->free; b; b = b->next)
+    for (const ts_block_t *b = page->free; b; b = ts_link_get(page, b, "malloc"))
         if (++n > page->capacity)
             _ts_fatal("free(): a %u-byte block was freed twice (its page's free list loops)",
                       page->block_size);
@@ -192,6 +192,9 @@ static void page_init(ts_heap_t *heap, ts_page_t *page, unsigned cls) {
     page->mark_key = _ts_new_mark_key();
     page->reserved = (page->area - colour) / ci->size;
     ts_assert(page->reserved > 0);
+#if TS_SECURE
+    _ts_secure_page_init(page);
+#endif
     if (ci->kind == TS_KIND_SMALL && ci->size >= TS_SWEEP_MIN_BLOCK) /* the sweep looks here */
         atomic_store_explicit(&ts_segment_of(page)->sweepable, 1, memory_order_relaxed);
     uint32_t per_batch = TS_RBATCH_MAX_BYTES / ci->size;
@@ -232,6 +235,9 @@ static bool page_extend(ts_page_t *page) {
     uintptr_t owner = ts_page_owner(page) & ~TS_OWNER_FLAGS;
     if ((uintptr_t)first - page->base >= page->touched && owner)
         ((ts_heap_t *)owner)->fresh = (ts_block_t *)first;
+#if TS_SECURE
+    _ts_secure_carve(page, first, n); /* in a random order */
+#else
     char *b = first;
     for (uint32_t i = 1; i < n; i++, b += bs) {
         ((ts_block_t *)b)->next = (ts_block_t *)(b + bs);
@@ -240,6 +246,7 @@ static bool page_extend(ts_page_t *page) {
     ((ts_block_t *)b)->next = NULL;
     ts_block_mark(page, b);
     page->free = (ts_block_t *)first;
+#endif
     page->capacity += n;
     uint32_t end = (uint32_t)(page->start - page->base) + page->capacity * bs;
     if (end > page->touched) page->touched = end;
@@ -266,7 +273,7 @@ static bool page_take_remote(ts_page_t *page) {
     /* Touch the first blocks now: these lines were written by the freeing
      * thread, and one tight walk over them (which the hardware prefetcher
      * follows) costs less than one miss in each of the next mallocs. */
-    for (int i = 0; list && i < 64; i++) list = *(ts_block_t *volatile *)&list->next;
+    for (int i = 0; list && i < 64; i++) list = ts_link_touch(page, list);
     return page->free != NULL;
 }
 
@@ -420,7 +427,7 @@ void _ts_page_detach(ts_heap_t *heap, ts_page_t *page) {
 /* A block being freed goes back on its page's list, marked (every caller has
  * checked that it was not free already). */
 void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
-    block->next = page->free;
+    ts_link_set(page, block, page->free);
     ts_block_mark(page, block);
     page->free = block;
     if (!page->is_head && --page->used == 0) _ts_page_retire(heap, page);

@@ -43,7 +43,11 @@ static ts_segment_t *segment_reserve_take(void) {
     ts_segment_t *seg = NULL;
     pthread_mutex_lock(&reserve_lock);
     if (reserve_next == reserve_end) {
+#if TS_SECURE
+        char *r = _ts_secure_reserve(TS_SEGMENT_RESERVE);
+#else
         char *r = _ts_os_map_aligned(TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+#endif
         if (r) {
             reserve_next = (uintptr_t)r;
             reserve_end = (uintptr_t)r + TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE;
@@ -78,6 +82,9 @@ ts_segment_t *_ts_segment_map_new(bool huge_first_half) {
     seg->kind = TS_KIND_COUNT; /* not formatted yet; the rest is zero */
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
     _ts_os_name(seg, TS_SEGMENT_SIZE, "tsalloc");
+#if TS_SECURE
+    _ts_secure_segment_guard(seg);
+#endif
     pthread_mutex_lock(&registry_lock);
     seg->reg_next = registry;
     if (registry) registry->reg_prev = seg;

@@ -79,6 +79,7 @@ static bool rescue_claimed(const run_t *r) {
 static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
     ts_block_t *list = atomic_exchange_explicit(&heap->delayed, NULL, memory_order_acquire);
     ts_block_t *back_head = NULL, *back_tail = NULL;
+    ts_page_t *back_page = NULL; /* of back_tail (secure.h: links are encoded by page) */
     uint32_t rescued = 0;
     while (list) {
         run_t r = {NULL, list, list, 0};
@@ -89,7 +90,11 @@ static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
         for (;;) {
             r.count++;
             r.tail = b;
+#if TS_SECURE
+            ts_block_t *next = _ts_secure_link_any(r.page, b, "purge");
+#else
             ts_block_t *next = b->next;
+#endif
             ts_page_t *np = NULL;
             if (next) (void)_ts_locate(next, &np);
             if (np != r.page) {
@@ -118,15 +123,16 @@ static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
         /* Not all free: the insides of its big blocks go back all the same. */
         _ts_sweep_blocks(r.page, r.head, r.count, stamp);
         if (back_tail)
-            back_tail->next = r.head;
+            ts_link_set(back_page, back_tail, r.head);
         else
             back_head = r.head;
         back_tail = r.tail;
+        back_page = r.page;
     }
     if (back_head) { /* after every page is unclaimed: the owner may unfull them now */
         ts_block_t *old = atomic_load_explicit(&heap->delayed, memory_order_relaxed);
         do {
-            back_tail->next = old;
+            ts_link_set(back_page, back_tail, old);
         } while (!atomic_compare_exchange_weak_explicit(
             &heap->delayed, &old, back_head, memory_order_release, memory_order_relaxed));
     }

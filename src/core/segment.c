@@ -40,6 +40,9 @@ void _ts_segment_page_place(ts_segment_t *seg, ts_page_t *page, unsigned i) {
     page->index = (uint8_t)i;
     page->base = page->start = (uintptr_t)seg + offset + skip;
     page->area = (uint32_t)(((size_t)1 << shift) - skip);
+#if TS_SECURE
+    if (offset + ((size_t)1 << shift) == TS_SEGMENT_SIZE) page->area -= TS_SEGMENT_GUARD;
+#endif
 }
 
 /* Lay out a wholly free segment for pages of `kind` (owner only). A segment

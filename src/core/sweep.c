@@ -101,7 +101,8 @@ static ts_block_t *purge_chain(const ts_page_t *page, ts_block_t *b, uint32_t co
     uint32_t block_size = page->block_size;
     size_t bytes = 0, blocks = 0;
     ts_block_t *last = b;
-    for (; b && count; b = b->next, count--) {
+    /* The last block's link leads out of the run: not followed (secure.h). */
+    for (; b && count; b = count > 1 ? ts_link_get(page, b, "purge") : NULL, count--) {
         last = b;
         uint64_t *tag_word = (uint64_t *)b + 2;
         uint64_t tag = swept_tag(page, b, stamp);

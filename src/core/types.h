@@ -155,6 +155,11 @@ typedef struct ts_page {
     uint8_t in_full;
     uint8_t cached;              /* an empty big page kept by its heap for the next request */
     struct ts_page *next, *prev; /* class queue or full list */
+#if TS_SECURE
+    uint64_t link_key;  /* free-list links are encoded with it (secure.h) */
+    uintptr_t link_lo;  /* a decoded link lies in [link_lo, link_lo + link_span) */
+    uint32_t link_span; /* or is NULL */
+#endif
     /* Free pages: written under the segment lock. */
     _Alignas(64) uint64_t purge_at; /* free dirty page: when to give it back */
     uintptr_t base;                 /* the page's memory: area bytes from here */
@@ -324,6 +329,18 @@ _Static_assert(TS_RBATCH_MAX <= UINT16_MAX, "a batch's count fits ts_rbatch_t.se
 
 enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
 
+#if TS_SECURE
+/* A heap's quarantine: a ring of freed blocks, oldest at `first` (secure.c). */
+#define TS_QUARANTINE_SLOTS 512
+typedef struct ts_quarantine {
+    uint32_t first, count;
+    size_t bytes;
+    /* Read only below `count`: a new heap does not clear them (heap.c). */
+    void *slot[TS_QUARANTINE_SLOTS];
+    uint32_t cap[TS_QUARANTINE_SLOTS]; /* the block's size */
+} ts_quarantine_t;
+#endif
+
 struct ts_heap {
     /* The fast path reads direct[] and head[], and counts allocations. */
     ts_page_t *direct[TS_DIRECT_SLOTS];   /* per size slot: its class's head */
@@ -361,6 +378,9 @@ struct ts_heap {
     ts_page_t *big_linger; /* the big page last emptied by a free, left first in its queue
                             * (kept while used == 0; page.c, _ts_page_empty_at_free) */
     uint64_t remote_frees, remote_pushes, notify_frees, adopted, large_allocs;
+#if TS_SECURE
+    ts_quarantine_t quarantine; /* freed blocks waiting to be reused (secure.c) */
+#endif
     /* The first block of the last carving, when it lay past its page's
      * `touched`: zero but for its first two words (page.c, page_extend;
      * calloc skips the rest). Cleared by the calloc path before it allocates. */
@@ -409,5 +429,14 @@ typedef struct ts_sweep_held { /* a thread_free list a pass holds */
     uint32_t count, stamp;
     uint32_t refused; /* blocks whose purge the OS refused (left untagged) */
 } ts_sweep_held_t;
+
+#if TS_SECURE
+#include "core/secure.h" /* the encoded free-list links */
+#else
+/* Free-list links are plain pointers (the secure build encodes them). */
+#define ts_link_get(page, block, func)  ((void)(page), (block)->next)
+#define ts_link_set(page, block, value) ((void)(page), (block)->next = (value))
+#define ts_link_touch(page, block)      ((void)(page), *(ts_block_t *volatile *)&(block)->next)
+#endif
 
 #endif

@@ -194,6 +194,10 @@ bool _ts_os_purge(void *addr, size_t size) {
     return madvise(addr, size, MADV_DONTNEED) == 0;
 }
 
+bool _ts_os_protect(void *addr, size_t size, bool access) {
+    return mprotect(addr, size, access ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+}
+
 bool _ts_os_resident(void *addr, size_t size, unsigned char *vec) {
     if (should_fail(TS_OS_FAIL_RESIDENT)) return false;
     return mincore(addr, size, vec) == 0;

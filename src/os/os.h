@@ -50,6 +50,9 @@ TS_HIDDEN void *_ts_os_remap_to(void *addr, size_t old_size, size_t new_size, vo
 /* Give the physical pages back (MADV_DONTNEED): RSS falls at once, the range
  * stays mapped and reads back as zeros. */
 TS_HIDDEN bool _ts_os_purge(void *addr, size_t size);
+/* Make a page-aligned range inaccessible (any access faults), or readable
+ * and writable again (mprotect). */
+TS_HIDDEN bool _ts_os_protect(void *addr, size_t size, bool access);
 /* Which pages of [addr, addr + size) are resident (mincore): bit 0 of
  * vec[i] for page i. A page that is not resident may still hold data (it
  * may be swapped out); only a purge makes it read as zeros. */

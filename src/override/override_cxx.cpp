@@ -24,6 +24,9 @@
 extern "C" {
 #include "base/malloc_family.h"
 #include "designs/family.h"
+#if TS_SECURE
+TS_HIDDEN void _ts_secure_free_sized(void *ptr, size_t size); /* core/secure.c */
+#endif
 }
 
 typedef void (*ts_new_handler_fn)();
@@ -243,6 +246,15 @@ __attribute__((always_inline)) inline void *new_block(new_request r, new_form fo
 template <class... Unused> inline void delete_block(void *ptr, const Unused &...) {
     _TS_D(free)(ptr);
 }
+#if TS_SECURE
+/* The hardened build checks the size a sized delete passes (secure.c). */
+inline void delete_block(void *ptr, size_t size) {
+    _ts_secure_free_sized(ptr, size);
+}
+inline void delete_block(void *ptr, size_t size, TS_CXX_ALIGN_T) {
+    _ts_secure_free_sized(ptr, size);
+}
+#endif
 
 } // namespace
 

@@ -1,0 +1,180 @@
+/* The hardened build's malloc and free fast paths (TS_SECURE=1), as inline
+ * functions: secure.c builds _ts_secure_malloc and _ts_secure_free from
+ * them, and the override shim inlines them (ts_add_design(secure ...
+ * INLINE_HEADER core/secure_fast.h)). Anything unusual goes to secure.c's
+ * slow paths, which give every abort its message.
+ *
+ * Block layout (docs/secure.md): the core is asked for size + 8 bytes; the
+ * last word of the core's block (its capacity `cap`) is the trailer:
+ * slack << 32 | check, where slack = cap - 8 - size and check mixes the
+ * block's address with a secret and the slack. Up to TS_SLACK_FILL bytes
+ * after the request hold TS_SLACK_BYTE.
+ *
+ * Freed blocks: zeroed but for word 1, the quarantine mark (address ^
+ * secret), while they wait in the heap's quarantine (secure.c).
+ */
+#ifndef TS_CORE_SECURE_FAST_H
+#define TS_CORE_SECURE_FAST_H
+
+#include <string.h>
+
+#include "core/fastpath.h"
+
+#define TS_PAD        ((size_t)8) /* the trailer */
+#define TS_SLACK_BYTE 0xc5        /* slack bytes after the request */
+#define TS_SLACK_FILL ((size_t)16)
+#define TS_SLACK_WORD 0xc5c5c5c5c5c5c5c5ull
+
+/* Set once, before the first block (secure.c). */
+TS_HIDDEN extern uint64_t _ts_secure_secret; /* odd */
+TS_HIDDEN void *_ts_secure_malloc_slow(size_t size);
+TS_HIDDEN void _ts_secure_free_slow(void *p);
+TS_HIDDEN void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap);
+/* TSALLOC_ZERO_ON_FREE: bytes zeroed at the start of a freed block. */
+TS_HIDDEN extern size_t _ts_secure_zero_max;
+/* TSALLOC_QUARANTINE, in bytes. */
+TS_HIDDEN extern size_t _ts_secure_quarantine_max;
+/* The block size of each direct slot's class (heap->direct). */
+TS_HIDDEN extern uint32_t _ts_secure_slot_cap[TS_DIRECT_SLOTS];
+
+TS_INLINE uint32_t ts_secure_check(const void *p, uint64_t slack) {
+    return (uint32_t)(((uintptr_t)p * _ts_secure_secret) >> 32) ^ (uint32_t)slack;
+}
+/* Top bit clear: never a core free mark (whose top bit is set). */
+TS_INLINE uint64_t ts_secure_qmark(const void *p) {
+    return (((uintptr_t)p ^ _ts_secure_secret) & (UINT64_MAX >> 1)) | 1;
+}
+TS_INLINE uint64_t *ts_secure_trailer(void *p, size_t cap) {
+    return (uint64_t *)((char *)p + cap - TS_PAD);
+}
+
+/* The bytes of a freed block of cap bytes that are zeroed (and checked when
+ * it leaves quarantine): all, up to TSALLOC_ZERO_ON_FREE; at least the link
+ * and the mark. */
+TS_INLINE size_t ts_secure_zeroed(size_t cap) {
+    size_t n = _ts_secure_zero_max;
+    return cap <= n ? cap : n > 16 ? n & ~(size_t)15 : 16;
+}
+
+/* Zero a freed class block (small ones without a call). */
+TS_INLINE void ts_secure_zero(void *p, size_t cap) {
+    size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
+    uint64_t *w = p;
+    if (n > 64) {
+        memset(p, 0, n);
+        return;
+    }
+    w[0] = w[1] = 0;
+    if (n > 16) w[2] = w[3] = 0;
+    if (n > 32) w[4] = w[5] = 0;
+    if (n > 48) w[6] = w[7] = 0;
+}
+
+/* The slack pattern in [end, end + n), n <= 16, as one or two (overlapping)
+ * stores; and the bits that differ from it there. */
+TS_INLINE void ts_secure_fill(char *end, uint64_t n) {
+    uint64_t w = TS_SLACK_WORD;
+    uint32_t h = (uint32_t)w;
+    if (n >= 8) {
+        memcpy(end, &w, 8);
+        memcpy(end + n - 8, &w, 8);
+    } else if (n >= 4) {
+        memcpy(end, &h, 4);
+        memcpy(end + n - 4, &h, 4);
+    } else {
+        for (uint64_t i = 0; i < n; i++) end[i] = (char)TS_SLACK_BYTE;
+    }
+}
+TS_INLINE uint64_t ts_secure_fill_diff(const char *end, uint64_t n) {
+    if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, end, 8);
+        memcpy(&b, end + n - 8, 8);
+        return (a ^ TS_SLACK_WORD) | (b ^ TS_SLACK_WORD);
+    }
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, end, 4);
+        memcpy(&b, end + n - 4, 4);
+        return (a ^ (uint32_t)TS_SLACK_WORD) | (b ^ (uint32_t)TS_SLACK_WORD);
+    }
+    uint64_t d = 0;
+    for (uint64_t i = 0; i < n; i++) d |= (unsigned char)end[i] ^ TS_SLACK_BYTE;
+    return d;
+}
+
+/* p holds `size` bytes of a block of `cap` (the core's usable size). */
+TS_INLINE void ts_secure_seal(void *p, size_t size, size_t cap) {
+    uint64_t slack = cap - TS_PAD - size;
+    ts_secure_fill((char *)p + size, slack < TS_SLACK_FILL ? slack : TS_SLACK_FILL);
+    *ts_secure_trailer(p, cap) = slack << 32 | ts_secure_check(p, slack);
+}
+
+/* The size asked for p, a live block of `cap` bytes, or SIZE_MAX when
+ * anything after it changed. */
+TS_INLINE size_t ts_secure_sealed_size(void *p, size_t cap) {
+    uint64_t w = *ts_secure_trailer(p, cap);
+    uint64_t slack = w >> 32;
+    if (ts_unlikely((uint32_t)w != ts_secure_check(p, slack) || slack > cap - TS_PAD))
+        return SIZE_MAX;
+    size_t size = cap - TS_PAD - slack;
+    if (ts_unlikely(ts_secure_fill_diff((const char *)p + size,
+                                        slack < TS_SLACK_FILL ? slack : TS_SLACK_FILL)))
+        return SIZE_MAX;
+    return size;
+}
+
+TS_INLINE void *ts_secure_malloc_inline(size_t size) {
+    size_t asked = size + TS_PAD;
+    if (ts_likely(asked - (TS_PAD + 1) < TS_DIRECT_MAX - TS_PAD)) { /* 1 .. 1016 */
+        ts_heap_t *heap = _ts_tls_heap;
+        size_t slot = (asked + 15) >> 4;
+        ts_page_t *page = heap->direct[slot];
+        ts_block_t *block = page->free;
+        if (ts_likely(block != NULL)) {
+            heap->alloc_slot[slot]++;
+            ts_pop(page, block);
+            ((uint64_t *)block)[0] = 0; /* the link: the rest was zeroed when freed */
+            ts_secure_seal(block, size, _ts_secure_slot_cap[slot]);
+            return block;
+        }
+    }
+    return _ts_secure_malloc_slow(size);
+}
+
+TS_INLINE void ts_secure_free_inline(void *p) {
+    uintptr_t u = (uintptr_t)p;
+    size_t chunk = u >> TS_SEGMENT_SHIFT;
+    if (ts_unlikely(chunk >= TS_SEGMAP_ENTRIES)) goto slow;
+    unsigned shift = atomic_load_explicit(&_ts_segmap[chunk], memory_order_relaxed);
+    ts_page_t *page;
+    if (ts_likely(shift == TS_SHIFT_SMALL))
+        page = ts_small_page_of(p);
+    else if (shift == TS_SHIFT_MEDIUM || shift == TS_SHIFT_BIG)
+        page = ts_page_of(ts_segment_of(p), p, shift);
+    else
+        goto slow; /* NULL, foreign, large or zero-size */
+    if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
+    uint64_t word1 = ((uint64_t *)p)[1];
+    if (ts_unlikely(word1 == ts_mark_of(page, p) || word1 == ts_secure_qmark(p))) goto slow;
+    size_t cap = page->block_size;
+    if (ts_unlikely(ts_secure_sealed_size(p, cap) == SIZE_MAX)) goto slow;
+    ts_secure_zero(p, cap);
+    ts_heap_t *heap = _ts_tls_heap;
+    if (ts_likely(heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)) {
+        _ts_secure_quarantine_push(heap, p, cap);
+        return;
+    }
+    ts_free_block(page, p, ts_mark_of(page, p)); /* straight back */
+    return;
+slow:
+    _ts_secure_free_slow(p);
+}
+
+/* For the override shim (instead of the core's, which fastpath.h names). */
+#undef TS_DESIGN_MALLOC_INLINE
+#undef TS_DESIGN_FREE_INLINE
+#define TS_DESIGN_MALLOC_INLINE ts_secure_malloc_inline
+#define TS_DESIGN_FREE_INLINE   ts_secure_free_inline
+
+#endif

@@ -43,6 +43,12 @@ void ts_stats_print_json(FILE *out);
 long long ts_option_get(const char *name);
 bool ts_option_set(const char *name, long long value);
 
+/* The heap profiler (docs/profiling.md): with TSALLOC_PROF=1, writes a heap
+ * profile (gperftools format, for pprof and `tsalloc prof`) to path, or with
+ * NULL to the next numbered name of TSALLOC_PROF_FILE. 0, or -1 with errno
+ * set (ENOENT when the profiler does not run). */
+int ts_prof_dump(const char *path);
+
 /* The version of the library, "MAJOR.MINOR.PATCH" (e.g. "0.6.0"). */
 const char *ts_version(void);
 

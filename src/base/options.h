@@ -27,6 +27,7 @@ extern "C" {
  * override shim, the trace recorder, or the tests. */
 typedef enum ts_option_owner {
     TS_OWNER_CORE,
+    TS_OWNER_PROF,
     TS_OWNER_BESTFIT,
     TS_OWNER_POW2,
     TS_OWNER_BINS,

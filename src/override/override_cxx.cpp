@@ -26,6 +26,16 @@ extern "C" {
 #include "designs/family.h"
 }
 
+/* The heap profiler (core/prof.h): `TS_CXX_PROF(call) fallback` is the
+ * profiler's call while it runs, else the fallback. new_block is inlined
+ * into each operator, so __builtin_return_address(0) is its caller's. */
+#ifdef TS_DESIGN_PROF
+#include "core/prof.h"
+#define TS_CXX_PROF(call) TS_PROF_ON() ? (call):
+#else
+#define TS_CXX_PROF(call)
+#endif
+
 typedef void (*ts_new_handler_fn)();
 typedef ts_new_handler_fn (*ts_get_new_handler_fn)();
 typedef void (*ts_throw_fn)();
@@ -230,11 +240,13 @@ inline new_request request_of(size_t size, std::align_val_t align, const std::no
  * its form constant, so each keeps only its own path. */
 __attribute__((always_inline)) inline void *new_block(new_request r, new_form form, bool nothrow) {
     if (!r.aligned) {
-        void *p = _TS_D(malloc)(r.size);
+        void *p =
+            TS_CXX_PROF(_ts_prof_malloc(r.size, __builtin_return_address(0))) _TS_D(malloc)(r.size);
         return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);
     }
     if (__builtin_expect(!ts_is_pow2(r.align), 0)) return bad_alignment(r.size, r.align, nothrow);
-    void *p = ts_family_memalign(r.align, r.size);
+    void *p = TS_CXX_PROF(_ts_prof_memalign(r.align, r.size, __builtin_return_address(0)))
+        ts_family_memalign(r.align, r.size);
     return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, r.align, form, nothrow);
 }
 

@@ -164,6 +164,7 @@ class Symbolizer:
                 names[pc] = name or "%s+0x%x" % (os.path.basename(loc[0]), loc[1])
                 where[pc] = loc
         lines = self._addr2line(where) if self.lines else {}
+        names = _demangle(names)
         for s in samples:
             s.funcs = [names[a - 1] for a in s.addrs]
             s.lines = [lines.get(a - 1, "") for a in s.addrs]
@@ -182,6 +183,20 @@ class Symbolizer:
                 if not line.startswith("??"):
                     out[pc] = line.split(" (discriminator")[0]
         return out
+
+
+def _demangle(names):
+    """C++ names through c++filt, when installed (one call for all)."""
+    mangled = sorted({n for n in names.values() if n.startswith("_Z")})
+    if not mangled or not shutil.which("c++filt"):
+        return names
+    try:
+        r = subprocess.run(["c++filt"], input="\n".join(mangled) + "\n", capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return names
+    plain = dict(zip(mangled, r.stdout.splitlines()))
+    return {pc: plain.get(n, n) for pc, n in names.items()}
 
 
 def load(path, lines=False):

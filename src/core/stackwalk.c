@@ -66,7 +66,8 @@ unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp, uintptr
         const uintptr_t *frame = (const uintptr_t *)fp;
         uintptr_t ret = frame[1];
         if (ret < 4096) break;
-        out[depth++] = (void *)ret;
+        if (depth > 1 || ret != (uintptr_t)ra) /* a shim frame that returns to ra */
+            out[depth++] = (void *)ret;
         uintptr_t next = frame[0];
         if (next <= fp) break;
         fp = next;

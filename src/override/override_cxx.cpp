@@ -26,14 +26,8 @@ extern "C" {
 #include "designs/family.h"
 }
 
-/* The heap profiler (core/prof.h): `TS_CXX_PROF(call) fallback` is the
- * profiler's call while it runs, else the fallback. new_block is inlined
- * into each operator, so __builtin_return_address(0) is its caller's. */
 #ifdef TS_DESIGN_PROF
 #include "core/prof.h"
-#define TS_CXX_PROF(call) TS_PROF_ON() ? (call):
-#else
-#define TS_CXX_PROF(call)
 #endif
 
 typedef void (*ts_new_handler_fn)();
@@ -235,18 +229,38 @@ inline new_request request_of(size_t size, std::align_val_t align, const std::no
     return {size, static_cast<size_t>(align), true};
 }
 
+#ifdef TS_DESIGN_PROF
+/* Operator new while the heap profiler runs (core/prof.h). The profiler's
+ * entry reads its caller's frame pointer, so this keeps one, and operator
+ * new reaches it by a tail call, its %rbp untouched: the walk then meets
+ * this frame's return address (the caller of new, dropped as a repeat of
+ * the innermost frame) and goes on into the program's frames. */
+__attribute__((noinline)) void *new_profiled(size_t size, size_t align, new_form form, bool nothrow,
+                                             void *ra) {
+    void *volatile frame = __builtin_frame_address(0);
+    (void)frame;
+    bool aligned = form == FORM_NEW_ALIGNED || form == FORM_NEW_ARRAY_ALIGNED;
+    if (aligned && !ts_is_pow2(align)) return bad_alignment(size, align, nothrow);
+    void *p = aligned ? _ts_prof_memalign(align, size, ra) : _ts_prof_malloc(size, ra);
+    return __builtin_expect(p != nullptr, 1) ? p
+                                             : new_slow(size, aligned ? align : 0, form, nothrow);
+}
+#endif
+
 /* Every operator new: the design's malloc (or memalign for the aligned
  * forms) and, when it fails, the slow path. Inlined into each operator with
  * its form constant, so each keeps only its own path. */
 __attribute__((always_inline)) inline void *new_block(new_request r, new_form form, bool nothrow) {
+#ifdef TS_DESIGN_PROF
+    if (TS_PROF_ON())
+        return new_profiled(r.size, r.align, form, nothrow, __builtin_return_address(0));
+#endif
     if (!r.aligned) {
-        void *p =
-            TS_CXX_PROF(_ts_prof_malloc(r.size, __builtin_return_address(0))) _TS_D(malloc)(r.size);
+        void *p = _TS_D(malloc)(r.size);
         return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);
     }
     if (__builtin_expect(!ts_is_pow2(r.align), 0)) return bad_alignment(r.size, r.align, nothrow);
-    void *p = TS_CXX_PROF(_ts_prof_memalign(r.align, r.size, __builtin_return_address(0)))
-        ts_family_memalign(r.align, r.size);
+    void *p = ts_family_memalign(r.align, r.size);
     return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, r.align, form, nothrow);
 }
 

@@ -5,7 +5,8 @@ the profiles (read with tools/tsalloc_prof.py) and the leak report with
 the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
-Cases: shares, exact, peak, leaks, pprof, fork, dump, launcher.
+Cases: shares, exact, peak, leaks, pprof, fork, signal, dump, launcher, cxx
+(PROGRAM is prof_cxx for cxx, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
 here (pprof without Go).
 """
@@ -160,6 +161,24 @@ def case_fork(tmp):
     check(cum(child, "fork_parent") == 1 << 20, "the parent's blocks live in the child's too")
     check(cum(parent, "child_kept") == 0 and cum(parent, "fork_parent") == 1 << 20,
           "the parent's profile holds only its own blocks")
+
+
+def case_signal(tmp):
+    """A handler that calls exit(): the profile is written."""
+    r, _ = run(["signal"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp, expect_rc=3)
+    prof = only_profile(tmp)
+    check(prof is not None and cum(prof, "sig_kept") == 1 << 20, "sig_kept's blocks live")
+
+
+def case_cxx(tmp):
+    """operator new, plain and aligned: exact at rate 1, named by its caller."""
+    _, truth = run([], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    prof = only_profile(tmp)
+    check(cum(prof, "cxx_kept()") == truth["cxx_kept"], "cxx_kept: %d live bytes (true %d)" % (
+        cum(prof, "cxx_kept()"), truth["cxx_kept"]))
+    check(cum(prof, "cxx_kept()", 0) == 150, "cxx_kept: 150 objects live")
+    check(cum(prof, "cxx_freed()", 3) == 4000 and cum(prof, "cxx_freed()") == 0,
+          "cxx_freed: 4000 bytes allocated, none live")
 
 
 def case_dump(tmp):

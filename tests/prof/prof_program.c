@@ -10,11 +10,13 @@
  *   clean        everything freed
  *   fork         fork_parent keeps blocks; a child (exit) keeps child_kept;
  *                a second child leaves with _exit
+ *   signal       sig_kept keeps blocks; a handled SIGTERM calls exit(3)
  *   dump PATH    ts_prof_dump(PATH) with dumped_fn's blocks live
  *
  * Built with frame pointers and -rdynamic (symbols for dladdr).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +117,13 @@ NOINLINE void fork_parent(void) {
 NOINLINE void child_kept(void) {
     fill(&lchild, 2 << 20);
 }
+NOINLINE void sig_kept(void) {
+    fill(&l10, 1 << 20);
+}
+static void on_term(int sig) {
+    (void)sig;
+    exit(3);
+}
 NOINLINE void dumped_fn(void) {
     fill(&ldump, 1 << 20);
 }
@@ -160,6 +169,12 @@ int main(int argc, char **argv) {
         say("parent", (unsigned long long)getpid());
         say("child_exit", (unsigned long long)a);
         say("child_underscore_exit", (unsigned long long)b);
+        return 0;
+    }
+    if (!strcmp(mode, "signal")) {
+        sig_kept();
+        signal(SIGTERM, on_term);
+        raise(SIGTERM);
         return 0;
     }
     if (!strcmp(mode, "dump")) {

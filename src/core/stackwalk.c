@@ -1,16 +1,19 @@
 /* Call stacks for the heap profiler, without allocating and without a lock
  * that malloc may hold.
  *
- * Default (TSALLOC_PROF_UNWIND=0): the frame-pointer chain. The innermost
- * frame is the return address the shim's entry passed; then each frame
- * pointer must lie above the last, 8-aligned, below the thread's stack top,
- * so garbage in %rbp (code built without frame pointers) ends the walk
- * early instead of reading outside the stack: such code gives short stacks.
- * TSALLOC_PROF_UNWIND=1: glibc's backtrace(), which unwinds with the DWARF
- * tables of libgcc_s (any code with .eh_frame, frame pointers or not). Its
- * first call loads libgcc_s, which allocates, so the constructor makes it
- * once before sampling starts; with glibc 2.35 and libgcc 12 or later it
- * finds each frame's tables with _dl_find_object, without the loader lock.
+ * Default (TSALLOC_PROF_UNWIND=1): glibc's backtrace(), which unwinds with
+ * the DWARF tables of libgcc_s, so code built without frame pointers (most
+ * distribution binaries) still gives whole stacks. Its first call loads
+ * libgcc_s, which allocates, so the constructor makes it once before
+ * sampling starts; with glibc 2.35 and libgcc 12 or later it finds each
+ * frame's tables with _dl_find_object, without the loader's lock. About 3 us
+ * more per sample than the frame pointers (docs/profiling.md).
+ * TSALLOC_PROF_UNWIND=0, and the fallback when backtrace() does not reach
+ * the caller: the frame-pointer chain. The innermost frame is the return
+ * address the shim's entry passed; then each frame pointer must lie above
+ * the last, 8-aligned, below the thread's stack top, so garbage in %rbp
+ * (code built without frame pointers) ends the walk early instead of
+ * reading outside the stack.
  *
  * Invariant: only the calling thread's stack is read, between the walker's
  * own frame and the top that _ts_prof_stack_top found.

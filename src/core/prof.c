@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "base/options.h"
+#include "core/fastpath.h"
 #include "core/internal.h"
 #include "designs/design.h"
 #include "tsalloc.h"
@@ -289,11 +290,25 @@ void _ts_prof_forget(const void *p) {
     ts_spin_unlock(&_ts_prof.lock);
 }
 
-static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
+/* The stack of the current call (the entry's return address and frame
+ * pointer are in prof_tls). */
+static unsigned walk(void **frames) {
     prof_tls_t *t = &prof_tls;
+    return _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_hi);
+}
+
+/* A sampled allocation: a large block whatever its size. Above the largest
+ * class the core's own path gives one; below, the large-block path itself. */
+static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
     void *frames[TS_PROF_FRAMES];
-    unsigned depth = _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_hi);
-    void *p = _ts_large_alloc(size, align, zero);
+    unsigned depth = walk(frames);
+    void *p;
+    if (size > TS_CLASS_MAX_SIZE)
+        p = zero    ? _ts_core_calloc(size)
+            : align ? _ts_core_memalign(align, size)
+                    : _ts_core_malloc(size);
+    else
+        p = _ts_large_alloc(size, align, zero);
     if (p) record(p, size, frames, depth);
     ts_purge_safe_point();
     return p;
@@ -321,14 +336,24 @@ void _ts_profd_free(void *p) {
 }
 
 /* The new block is sampled or not on its own; the old block's sample (a
- * large block) leaves in the core's realloc or free. */
+ * large block) leaves in the core's realloc or free. A large block grows in
+ * place or moves with mremap as without the profiler. */
 void *_ts_profd_realloc(void *p, size_t size) {
     if (ts_likely(!take(size))) return _ts_core_realloc(p, size);
+    void *frames[TS_PROF_FRAMES], *q;
+    unsigned depth = walk(frames);
+    if (size > TS_CLASS_MAX_SIZE) {
+        q = _ts_core_realloc(p, size);
+        if (q) record(q, size, frames, depth);
+        return q;
+    }
     size_t old = _ts_usable_checked(p, "realloc");
-    void *q = sampled(size, 0, false);
+    q = _ts_large_alloc(size, 0, false);
     if (!q) return NULL;
+    record(q, size, frames, depth);
     memcpy(q, p, old < size ? old : size);
     _ts_core_free(p);
+    ts_purge_safe_point();
     return q;
 }
 
@@ -338,11 +363,24 @@ void *_ts_profd_realloc(void *p, size_t size) {
     prof_tls.ra = (ra);                                                                            \
     prof_tls.fp = *(uintptr_t *)__builtin_frame_address(0)
 
-void *_ts_prof_malloc(size_t size, void *ra) {
+static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
     ENTER(ra);
-    return _ts_profd_malloc(size);
+    if (!take_slow(&prof_tls, size + !size)) return _ts_core_malloc(size);
+    return sampled(size, 0, false);
 }
 
+/* malloc, the one entry on every program's hot path: the countdown and the
+ * core's inline fast path, with no store of the caller's frame (done on the
+ * way to a sample, from the frame pointer this function leaves untouched). */
+void *_ts_prof_malloc(size_t size, void *ra) {
+    prof_tls_t *t = &prof_tls;
+    uint64_t n = size + !size;
+    if (ts_likely(n < t->left)) {
+        t->left -= n;
+        return ts_core_malloc_inline(size);
+    }
+    return malloc_sampled(size, ra);
+}
 void *_ts_prof_calloc(size_t count, size_t size, void *ra) {
     ENTER(ra);
     return ts_family_calloc(count, size);

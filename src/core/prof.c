@@ -117,8 +117,9 @@ typedef struct prof_tls {
     uint64_t left; /* bytes to the next sample (0: not started) */
     uint64_t rng;
     uintptr_t stack_hi;
-    void *ra;     /* the current call's innermost frame */
-    uintptr_t fp; /* its caller's frame pointer */
+    void *ra;          /* the current call's innermost frame */
+    uintptr_t fp;      /* its caller's frame pointer */
+    uintptr_t ra_slot; /* where the entry's return address lies */
     bool busy;
 } prof_tls_t;
 
@@ -134,12 +135,13 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
         s ^= s >> 31;
         t->rng = (s * 0xbf58476d1ce4e5b9ull) | 1;
         void *ra = t->ra; /* its allocations pass through the entries */
-        uintptr_t fp = t->fp;
+        uintptr_t fp = t->fp, ra_slot = t->ra_slot;
         t->busy = true;
         t->stack_hi = _ts_prof_stack_top(); /* may allocate: not sampled */
         t->busy = false;
         t->ra = ra;
         t->fp = fp;
+        t->ra_slot = ra_slot;
         t->left = (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate);
         if (size < t->left) {
             t->left -= size;
@@ -294,7 +296,7 @@ void _ts_prof_forget(const void *p) {
  * pointer are in prof_tls). */
 static unsigned walk(void **frames) {
     prof_tls_t *t = &prof_tls;
-    return _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_hi);
+    return _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_hi, t->ra_slot);
 }
 
 /* A sampled allocation: a large block whatever its size. Above the largest
@@ -361,7 +363,8 @@ void *_ts_profd_realloc(void *p, size_t size) {
  * frame pointer is read as a value, so a tail call from here is harmless. */
 #define ENTER(ra)                                                                                  \
     prof_tls.ra = (ra);                                                                            \
-    prof_tls.fp = *(uintptr_t *)__builtin_frame_address(0)
+    prof_tls.fp = *(uintptr_t *)__builtin_frame_address(0);                                        \
+    prof_tls.ra_slot = (uintptr_t)__builtin_frame_address(0) + sizeof(void *)
 
 static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
     ENTER(ra);

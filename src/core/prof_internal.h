@@ -70,10 +70,12 @@ TS_HIDDEN bool _ts_prof_leaks_locked(void);
 /* ---- stackwalk.c ---- */
 
 /* Fills out[0..max) with the stack of the allocation whose caller returns
- * to `ra`, its frame pointer being `fp` (the caller's %rbp at the entry);
- * stack_hi bounds the walk. Returns the depth (at least 1). */
+ * to `ra`, its frame pointer being `fp` (the caller's %rbp at the entry)
+ * and ra_slot the address of the entry's return address; stack_hi bounds
+ * the walk. Takes the profiler's lock (not held by the caller). Returns
+ * the depth (at least 1). */
 TS_HIDDEN unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp,
-                                 uintptr_t stack_hi);
+                                 uintptr_t stack_hi, uintptr_t ra_slot);
 /* The highest address of the calling thread's stack (0 when unknown). May
  * allocate: called outside the lock, with the thread's profiler busy. */
 TS_HIDDEN uintptr_t _ts_prof_stack_top(void);

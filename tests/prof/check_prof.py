@@ -5,7 +5,7 @@ the profiles (read with tools/tsalloc_prof.py) and the leak report with
 the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
-Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, signal, dump, launcher, cxx
+Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, signal, dump, launcher, cxx
 (PROGRAM is prof_cxx for cxx, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
 here (pprof without Go).
@@ -172,6 +172,16 @@ def case_fork(tmp):
     check(cum(child, "fork_parent") == 1 << 20, "the parent's blocks live in the child's too")
     check(cum(parent, "child_kept") == 0 and cum(parent, "fork_parent") == 1 << 20,
           "the parent's profile holds only its own blocks")
+
+
+def case_twins(tmp):
+    """One call site reached through two callers at the same stack depth:
+    the kept stacks (stackwalk.c) tell them apart."""
+    _, truth = run(["twins"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    prof = only_profile(tmp)
+    for fn in ("via_a", "via_b"):
+        check(cum(prof, fn) == truth[fn], "%s: %d live bytes (true %d)" % (
+            fn, cum(prof, fn), truth[fn]))
 
 
 def case_signal(tmp):

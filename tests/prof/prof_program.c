@@ -11,6 +11,8 @@
  *   fork         fork_parent keeps blocks; a child (exit) keeps child_kept;
  *                a second child leaves with _exit
  *   signal       sig_kept keeps blocks; a handled SIGTERM calls exit(3)
+ *   twins        via_a and via_b call twin_leaf at the same stack depth,
+ *                1000 times each, keeping 1000 and 3000 bytes a call
  *   dump PATH    ts_prof_dump(PATH) with dumped_fn's blocks live
  *
  * Built with frame pointers and -rdynamic (symbols for dladdr).
@@ -68,7 +70,7 @@ static void fill(list_t *l, size_t target) {
     }
 }
 
-static list_t l60, l30, l10, lpeak, lchild, ldump;
+static list_t l60, l30, l10, lpeak, lchild, ldump, la, lb;
 static size_t total, peak;
 
 NOINLINE void hold60(void) {
@@ -116,6 +118,17 @@ NOINLINE void fork_parent(void) {
 }
 NOINLINE void child_kept(void) {
     fill(&lchild, 2 << 20);
+}
+/* The same call site reached through two callers whose frames have the
+ * same size: the stacks differ only in the return address into via_*. */
+NOINLINE void twin_leaf(list_t *l, size_t n) {
+    keep(l, malloc(n), n);
+}
+NOINLINE void via_a(void) {
+    twin_leaf(&la, 1000);
+}
+NOINLINE void via_b(void) {
+    twin_leaf(&lb, 3000);
 }
 NOINLINE void sig_kept(void) {
     fill(&l10, 1 << 20);
@@ -169,6 +182,15 @@ int main(int argc, char **argv) {
         say("parent", (unsigned long long)getpid());
         say("child_exit", (unsigned long long)a);
         say("child_underscore_exit", (unsigned long long)b);
+        return 0;
+    }
+    if (!strcmp(mode, "twins")) {
+        for (int i = 0; i < 1000; i++) {
+            via_a();
+            via_b();
+        }
+        say("via_a", la.bytes);
+        say("via_b", lb.bytes);
         return 0;
     }
     if (!strcmp(mode, "signal")) {

@@ -25,6 +25,13 @@ static void check_log(void) {
     for (unsigned i = 0; i < sizeof xs / sizeof xs[0]; i++)
         CHECK_MSG(fabs(_ts_prof_log(xs[i]) - log(xs[i])) < 1e-11, "log(%g) = %.15g", xs[i],
                   _ts_prof_log(xs[i]));
+    /* weights on both sides of the series' switch at size/rate = 0.5, and far beyond */
+    const size_t sizes[] = {1, 16, 4096, 200000, 262143, 262144, 262145, 1 << 20, 100 << 20};
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        double w = _ts_prof_weight(sizes[i], RATE), want = -1 / expm1(-(double)sizes[i] / RATE);
+        CHECK_MSG(fabs(w - want) <= 1e-12 * want, "weight(%zu) = %.17g, not %.17g", sizes[i], w,
+                  want);
+    }
 }
 
 static void check_gaps(void) {

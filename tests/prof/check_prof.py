@@ -5,7 +5,7 @@ the profiles (read with tools/tsalloc_prof.py) and the leak report with
 the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
-Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, signal, dump, launcher, cxx
+Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, signal, dump, launcher, cxx
 (PROGRAM is prof_cxx for cxx, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
 here (pprof without Go).
@@ -182,6 +182,17 @@ def case_twins(tmp):
     for fn in ("via_a", "via_b"):
         check(cum(prof, fn) == truth[fn], "%s: %d live bytes (true %d)" % (
             fn, cum(prof, fn), truth[fn]))
+
+
+def case_dlopen(tmp):
+    """A library loaded with dlopen: its blocks are profiled and named."""
+    plugin = os.path.join(os.path.dirname(PROGRAM), "..", "tests", "prof_plugin.so")
+    _, truth = run(["dlopen", os.path.realpath(plugin)],
+                   {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    prof = only_profile(tmp)
+    check(prof is not None and cum(prof, "plugin_alloc") == truth.get("plugin_alloc", -1),
+          "plugin_alloc: %d live bytes (true %s)" % (cum(prof, "plugin_alloc") if prof else -1,
+                                                     truth.get("plugin_alloc")))
 
 
 def case_signal(tmp):

@@ -14,9 +14,11 @@
  *   twins        via_a and via_b call twin_leaf at the same stack depth,
  *                1000 times each, keeping 1000 and 3000 bytes a call
  *   dump PATH    ts_prof_dump(PATH) with dumped_fn's blocks live
+ *   dlopen LIB   plugin_alloc of LIB (prof_plugin.c), loaded with dlopen
  *
  * Built with frame pointers and -rdynamic (symbols for dladdr).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -197,6 +199,13 @@ int main(int argc, char **argv) {
         sig_kept();
         signal(SIGTERM, on_term);
         raise(SIGTERM);
+        return 0;
+    }
+    if (!strcmp(mode, "dlopen")) {
+        void *lib = argc > 2 ? dlopen(argv[2], RTLD_NOW | RTLD_LOCAL) : NULL;
+        size_t (*fn)(void) = lib ? (size_t(*)(void))dlsym(lib, "plugin_alloc") : NULL;
+        if (!fn) return 2;
+        say("plugin_alloc", fn());
         return 0;
     }
     if (!strcmp(mode, "dump")) {

@@ -119,10 +119,10 @@ double _ts_prof_weight(size_t size, double rate) {
 typedef struct prof_tls {
     uint64_t left; /* bytes to the next sample (0: not started) */
     uint64_t rng;
-    uintptr_t stack_hi;
-    void *ra;          /* the current call's innermost frame */
-    uintptr_t fp;      /* its caller's frame pointer */
-    uintptr_t ra_slot; /* where the entry's return address lies */
+    uintptr_t stack_lo, stack_hi; /* the thread's stack */
+    void *ra;                     /* the current call's innermost frame */
+    uintptr_t fp;                 /* its caller's frame pointer */
+    uintptr_t ra_slot;            /* where the entry's return address lies */
     bool busy;
 } prof_tls_t;
 
@@ -140,7 +140,7 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
         void *ra = t->ra; /* its allocations pass through the entries */
         uintptr_t fp = t->fp, ra_slot = t->ra_slot;
         t->busy = true;
-        t->stack_hi = _ts_prof_stack_top(); /* may allocate: not sampled */
+        t->stack_hi = _ts_prof_stack_bounds(&t->stack_lo); /* may allocate: not sampled */
         t->busy = false;
         t->ra = ra;
         t->fp = fp;
@@ -299,7 +299,8 @@ void _ts_prof_forget(const void *p) {
  * pointer are in prof_tls). */
 static unsigned walk(void **frames) {
     prof_tls_t *t = &prof_tls;
-    return _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_hi, t->ra_slot);
+    return _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_lo, t->stack_hi,
+                         t->ra_slot);
 }
 
 /* A sampled allocation: a large block whatever its size. Above the largest

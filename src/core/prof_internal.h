@@ -71,14 +71,15 @@ TS_HIDDEN bool _ts_prof_leaks_locked(void);
 
 /* Fills out[0..max) with the stack of the allocation whose caller returns
  * to `ra`, its frame pointer being `fp` (the caller's %rbp at the entry)
- * and ra_slot the address of the entry's return address; stack_hi bounds
- * the walk. Takes the profiler's lock (not held by the caller). Returns
- * the depth (at least 1). */
+ * and ra_slot the address of the entry's return address; the thread's
+ * stack [stack_lo, stack_hi) bounds the walk. Takes the profiler's lock
+ * (not held by the caller). Returns the depth (at least 1). */
 TS_HIDDEN unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp,
-                                 uintptr_t stack_hi, uintptr_t ra_slot);
-/* The highest address of the calling thread's stack (0 when unknown). May
- * allocate: called outside the lock, with the thread's profiler busy. */
-TS_HIDDEN uintptr_t _ts_prof_stack_top(void);
+                                 uintptr_t stack_lo, uintptr_t stack_hi, uintptr_t ra_slot);
+/* The calling thread's stack: returns its top and sets *lo to its bottom
+ * (top 0 when unknown). May allocate: called outside the lock, with the
+ * thread's profiler busy. */
+TS_HIDDEN uintptr_t _ts_prof_stack_bounds(uintptr_t *lo);
 /* Makes _ts_prof_walk with glibc's backtrace() safe to call from malloc
  * (its first call loads libgcc_s); called by the constructor. */
 TS_HIDDEN void _ts_prof_walk_prepare(void);

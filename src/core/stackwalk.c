@@ -18,25 +18,42 @@
  * reading outside the stack.
  *
  * Invariant: only the calling thread's stack is read, between the walker's
- * own frame and the top that _ts_prof_stack_top found.
+ * own frame and the top that _ts_prof_stack_bounds found, and only when the
+ * walker runs on that stack.
  */
 #include "core/prof_internal.h"
 
 #include <execinfo.h>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include "core/internal.h"
 
 extern void *__libc_stack_end; /* ld.so: the main thread's initial stack pointer */
 
-uintptr_t _ts_prof_stack_top(void) {
-    if (_ts_os_is_main_thread()) return (uintptr_t)__libc_stack_end;
+uintptr_t _ts_prof_stack_bounds(uintptr_t *lo) {
+    *lo = 0;
+    if (_ts_os_is_main_thread()) {
+        /* The main stack grows down from here up to its limit; mappings
+         * begin below the limit, so nothing else lies in that range. */
+        uintptr_t top = (uintptr_t)__libc_stack_end;
+        struct rlimit rl;
+        uintptr_t span = (uintptr_t)8 << 20;
+        if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            rl.rlim_cur < ((rlim_t)1 << 32))
+            span = rl.rlim_cur;
+        *lo = top > span ? top - span : 0;
+        return top;
+    }
     pthread_attr_t attr;
     void *addr;
     size_t size;
     uintptr_t top = 0;
     if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0) top = (uintptr_t)addr + size;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        *lo = (uintptr_t)addr;
+        top = (uintptr_t)addr + size;
+    }
     pthread_attr_destroy(&attr);
     return top;
 }
@@ -122,13 +139,16 @@ static unsigned walk_backtrace(void **out, unsigned max, void *ra) {
     return 0;
 }
 
-unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp, uintptr_t stack_hi,
-                       uintptr_t ra_slot) {
+unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp, uintptr_t stack_lo,
+                       uintptr_t stack_hi, uintptr_t ra_slot) {
+    /* On another stack (sigaltstack, a coroutine's), nothing between here
+     * and the thread's top is known to be mapped: read nothing there. */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (here <= stack_lo || here >= stack_hi) stack_hi = 0;
     if (_ts_prof.unwind) {
         /* ra_slot: where the entry's return address lies, when that is ra
          * (the shim reached the entry by a tail call): then the program's
          * frames are above it, ours below. */
-        uintptr_t here = (uintptr_t)__builtin_frame_address(0);
         bool cacheable =
             stack_hi && ra_slot > here && ra_slot < stack_hi && *(void *const *)ra_slot == ra;
         unsigned depth = cacheable ? cache_find(out, max, ra, stack_hi - ra_slot, stack_hi) : 0;
@@ -139,8 +159,7 @@ unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp, uintptr
     }
     unsigned depth = 0;
     out[depth++] = ra;
-    uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
-    while (depth < max && fp > lo && fp < stack_hi - 2 * sizeof(void *) && !(fp & 7)) {
+    while (depth < max && fp > here && fp + 2 * sizeof(void *) <= stack_hi && !(fp & 7)) {
         const uintptr_t *frame = (const uintptr_t *)fp;
         uintptr_t ret = frame[1];
         if (ret < 4096) break;

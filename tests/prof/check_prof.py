@@ -5,7 +5,7 @@ the profiles (read with tools/tsalloc_prof.py) and the leak report with
 the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
-Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, signal, dump, launcher, cxx
+Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, signal, dump, launcher, cxx
 (PROGRAM is prof_cxx for cxx, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
 here (pprof without Go).
@@ -193,6 +193,21 @@ def case_dlopen(tmp):
     check(prof is not None and cum(prof, "plugin_alloc") == truth.get("plugin_alloc", -1),
           "plugin_alloc: %d live bytes (true %s)" % (cum(prof, "plugin_alloc") if prof else -1,
                                                      truth.get("plugin_alloc")))
+
+
+def case_altstack(tmp):
+    """Allocations on a signal stack: the walk reads nothing outside the
+    stack it runs on (a scan from there to the thread's stack top would cross
+    unmapped memory); both unwinders."""
+    for unwind in ("1", "0"):
+        sub = os.path.join(tmp, unwind)
+        os.mkdir(sub)
+        _, truth = run(["altstack"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                      "TSALLOC_PROF_UNWIND": unwind}, sub)
+        prof = only_profile(sub)
+        got = cum(prof, "alt_kept") if prof else -1
+        check(got == truth.get("alt_kept"), "unwind %s: alt_kept %d live bytes (true %s)" % (
+            unwind, got, truth.get("alt_kept")))
 
 
 def case_signal(tmp):

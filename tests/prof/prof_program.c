@@ -15,6 +15,9 @@
  *                1000 times each, keeping 1000 and 3000 bytes a call
  *   dump PATH    ts_prof_dump(PATH) with dumped_fn's blocks live
  *   dlopen LIB   plugin_alloc of LIB (prof_plugin.c), loaded with dlopen
+ *   altstack     alt_kept allocates in a signal handler on a sigaltstack
+ *                with unmapped memory above it (raised by the program
+ *                itself: no allocator call is cut)
  *
  * Built with frame pointers and -rdynamic (symbols for dladdr).
  */
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -132,6 +136,14 @@ NOINLINE void via_a(void) {
 NOINLINE void via_b(void) {
     twin_leaf(&lb, 3000);
 }
+static list_t lalt;
+NOINLINE void alt_kept(void) {
+    for (int i = 0; i < 16; i++) keep(&lalt, malloc(4000), 4000);
+}
+static void on_usr1(int sig) {
+    (void)sig;
+    alt_kept();
+}
 NOINLINE void sig_kept(void) {
     fill(&l10, 1 << 20);
 }
@@ -193,6 +205,19 @@ int main(int argc, char **argv) {
         }
         say("via_a", la.bytes);
         say("via_b", lb.bytes);
+        return 0;
+    }
+    if (!strcmp(mode, "altstack")) {
+        /* A stack with unmapped memory right above it. */
+        size_t size = 1 << 16;
+        char *alt =
+            mmap(NULL, size + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (alt == MAP_FAILED || munmap(alt + size, 4096) != 0) return 2;
+        stack_t ss = {.ss_sp = alt, .ss_size = size};
+        struct sigaction sa = {.sa_handler = on_usr1, .sa_flags = SA_ONSTACK};
+        if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0) return 2;
+        for (int i = 0; i < 4; i++) raise(SIGUSR1);
+        say("alt_kept", lalt.bytes);
         return 0;
     }
     if (!strcmp(mode, "signal")) {

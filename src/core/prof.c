@@ -227,7 +227,7 @@ static prof_block_t *block_slot(prof_block_t *table, size_t cap, uintptr_t p) {
 }
 
 static bool blocks_grow(void) {
-    size_t cap = blocks_cap ? blocks_cap * 2 : 1024;
+    size_t cap = blocks_cap ? blocks_cap * 2 : 256;
     prof_block_t *table = _ts_os_map(cap * sizeof *table);
     if (!table) return false;
     for (size_t i = 0; i < blocks_cap; i++)

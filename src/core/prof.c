@@ -309,14 +309,20 @@ static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
     void *frames[TS_PROF_FRAMES];
     unsigned depth = walk(frames);
     void *p;
-    if (size > TS_CLASS_MAX_SIZE)
-        p = zero    ? _ts_core_calloc(size)
-            : align ? _ts_core_memalign(align, size)
-                    : _ts_core_malloc(size);
-    else
+    if (size <= TS_CLASS_MAX_SIZE) {
+        int saved = errno;
         p = _ts_large_alloc(size, align, zero);
-    if (p) record(p, size, frames, depth);
-    ts_purge_safe_point();
+        if (p) record(p, size, frames, depth);
+        ts_purge_safe_point();
+        if (p) return p;
+        /* No mapping (out of memory, or of mappings: vm.max_map_count):
+         * the block is served as if not sampled, rather than refused. */
+        errno = saved;
+    }
+    p = zero    ? _ts_core_calloc(size)
+        : align ? _ts_core_memalign(align, size)
+                : _ts_core_malloc(size);
+    if (p && size > TS_CLASS_MAX_SIZE) record(p, size, frames, depth);
     return p;
 }
 
@@ -354,8 +360,12 @@ void *_ts_profd_realloc(void *p, size_t size) {
         return q;
     }
     size_t old = _ts_usable_checked(p, "realloc");
+    int saved = errno;
     q = _ts_large_alloc(size, 0, false);
-    if (!q) return NULL;
+    if (!q) { /* no mapping: not sampled (see sampled()) */
+        errno = saved;
+        return _ts_core_realloc(p, size);
+    }
     record(q, size, frames, depth);
     memcpy(q, p, old < size ? old : size);
     _ts_core_free(p);

@@ -5,7 +5,7 @@ the profiles (read with tools/tsalloc_prof.py) and the leak report with
 the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
-Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, signal, dump, launcher, cxx
+Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx
 (PROGRAM is prof_cxx for cxx, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
 here (pprof without Go).
@@ -208,6 +208,17 @@ def case_altstack(tmp):
         got = cum(prof, "alt_kept") if prof else -1
         check(got == truth.get("alt_kept"), "unwind %s: alt_kept %d live bytes (true %s)" % (
             unwind, got, truth.get("alt_kept")))
+
+
+def case_nomap(tmp):
+    """When a sampled block finds no mapping (here: every mmap of tsalloc
+    after the first 40 fails), it is served unsampled instead of refused."""
+    _, truth = run(["shares", "2", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                          "TSALLOC_TEST_OS_FAIL": "mmap:40:-1"}, tmp)
+    check(all(k in truth for k in ("hold60", "hold30", "hold10")), "every block allocated")
+    prof = only_profile(tmp)
+    check(prof is not None and 0 < cum(prof, "hold60") < truth.get("hold60", 0),
+          "some of hold60's blocks sampled, not all")
 
 
 def case_signal(tmp):

@@ -111,6 +111,11 @@ typedef struct ts_heap_stats {
  * blocks are no heap's). Blocks other threads freed count as live until they reach
  * the heap, which is at once for the heaps of ts_heap_new. */
 void ts_heap_stats(ts_heap_t *h, ts_heap_stats_t *out);
+/* The heap profiler (docs/profiling.md): with TSALLOC_PROF=1, writes a heap
+ * profile (gperftools format, for pprof and `tsalloc prof`) to path, or with
+ * NULL to the next numbered name of TSALLOC_PROF_FILE. 0, or -1 with errno
+ * set (ENOENT when the profiler does not run). */
+int ts_prof_dump(const char *path);
 
 /* The version of the library, "MAJOR.MINOR.PATCH" (e.g. "0.6.0"). */
 const char *ts_version(void);

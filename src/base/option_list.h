@@ -37,6 +37,27 @@ TS_OPTION(QUARANTINE, "QUARANTINE", SECURE, SIZE, TS_MB(1), 0, TS_GB(1),
           "bytes of freed blocks a thread keeps zeroed and unused before reuse (0: none)")
 TS_OPTION(ZERO_ON_FREE, "ZERO_ON_FREE", SECURE, SIZE, TS_KB(4), 0, TS_KB(512),
           "bytes zeroed at the start of each freed block (whole blocks up to this size)")
+/* ---- the heap profiler of tsalloc (src/core/prof.c) ---- */
+TS_OPTION(PROF, "PROF", PROF, BOOL, 0, 0, 1,
+          "sample allocations and write heap profiles (docs/profiling.md)")
+TS_OPTION(PROF_SAMPLE, "PROF_SAMPLE", PROF, SIZE, TS_KB(512), 1, TS_GB(1),
+          "mean bytes allocated between two samples (1: every allocation)")
+TS_OPTION(PROF_FILE, "PROF_FILE", PROF, TEXT, 0, 0, 0,
+          "profile file name (%p: process id, %n: sequence number)")
+TS_OPTION(PROF_FINAL, "PROF_FINAL", PROF, BOOL, 1, 0, 1,
+          "write a profile at exit")
+TS_OPTION(PROF_PEAK_GROWTH, "PROF_PEAK_GROWTH", PROF, INT, 0, 0, 100000,
+          "percent above the last peak profile that writes the next (0: none)")
+TS_OPTION(PROF_INTERVAL, "PROF_INTERVAL", PROF, SIZE, 0, 0, TS_GB(1024 * 1024),
+          "write a numbered profile every this many bytes allocated (0: never)")
+TS_OPTION(PROF_UNWIND, "PROF_UNWIND", PROF, CHOICE, 1, 0, 1,
+          "call stacks from 0: frame pointers, 1: glibc backtrace() (unwind tables)")
+TS_OPTION(PROF_SEED, "PROF_SEED", PROF, INT, 0, 0, 4294967295LL,
+          "seed of the sampling distances (0: random)")
+TS_OPTION(LEAKS, "LEAKS", PROF, BOOL, 0, 0, 1,
+          "report the sampled blocks still live at exit on stderr")
+TS_OPTION(LEAKS_EXITCODE, "LEAKS_EXITCODE", PROF, INT, 0, 0, 255,
+          "exit status of a process that leaked (0: keep its own)")
 
 /* ---- bestfit and bestfit-tls ---- */
 TS_OPTION(BESTFIT_MIN_SPLIT, "BESTFIT_MIN_SPLIT", BESTFIT, SIZE, 32, 32, TS_GB(1),

@@ -22,6 +22,7 @@ const ts_option_desc_t _ts_options[TS_OPTID_COUNT] = {
 const ts_option_owner_desc_t _ts_option_owners[TS_OWNER_COUNT] = {
     [TS_OWNER_CORE] = {"core", "tsalloc, the fast allocator", "tsalloc"},
     [TS_OWNER_SECURE] = {"secure", "tsalloc-secure, the hardened build", "secure"},
+    [TS_OWNER_PROF] = {"prof", "The heap profiler of tsalloc", "tsalloc"},
     [TS_OWNER_BESTFIT] = {"bestfit", "bestfit and bestfit-tls", "bestfit bestfit-tls"},
     [TS_OWNER_POW2] = {"pow2", "pow2 and pow2-partitioned", "pow2 pow2-partitioned"},
     [TS_OWNER_BINS] = {"bins", "bins", "bins"},

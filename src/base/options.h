@@ -28,6 +28,7 @@ extern "C" {
 typedef enum ts_option_owner {
     TS_OWNER_CORE,
     TS_OWNER_SECURE,
+    TS_OWNER_PROF,
     TS_OWNER_BESTFIT,
     TS_OWNER_POW2,
     TS_OWNER_BINS,

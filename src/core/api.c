@@ -7,6 +7,7 @@
  */
 #include "core/fastpath.h"
 #include "core/internal.h"
+#include "core/prof.h"
 
 #include <errno.h>
 #include <string.h>
@@ -50,6 +51,7 @@ void *_ts_core_realloc(void *p, size_t size) {
     case TS_PTR_FOREIGN:
         _ts_invalid_pointer("realloc", p);
     case TS_PTR_LARGE:
+        if (TS_PROF_ON()) _ts_prof_forget(p); /* moved or freed below */
         if (size > TS_CLASS_MAX_SIZE) {
             int saved_errno = errno;
             void *q = _ts_large_realloc(p, size);

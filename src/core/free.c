@@ -17,6 +17,7 @@
  *   (it waits for NORMAL before retiring the page or abandoning the heap).
  */
 #include "core/internal.h"
+#include "core/prof.h"
 
 int _ts_locate(const void *p, ts_page_t **page) {
     uintptr_t u = (uintptr_t)p;
@@ -284,6 +285,7 @@ void _ts_free_slow(void *p) {
     case TS_PTR_FOREIGN:
         _ts_invalid_pointer("free", p);
     case TS_PTR_LARGE:
+        if (TS_PROF_ON()) _ts_prof_forget(p); /* a sampled block is a large one */
         _ts_large_free(p, "free");
         return;
     default:

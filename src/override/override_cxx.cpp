@@ -29,6 +29,10 @@ TS_HIDDEN void _ts_secure_free_sized(void *ptr, size_t size); /* core/secure.c *
 #endif
 }
 
+#ifdef TS_DESIGN_PROF
+#include "core/prof.h"
+#endif
+
 typedef void (*ts_new_handler_fn)();
 typedef ts_new_handler_fn (*ts_get_new_handler_fn)();
 typedef void (*ts_throw_fn)();
@@ -228,10 +232,32 @@ inline new_request request_of(size_t size, std::align_val_t align, const std::no
     return {size, static_cast<size_t>(align), true};
 }
 
+#ifdef TS_DESIGN_PROF
+/* Operator new while the heap profiler runs (core/prof.h). The profiler's
+ * entry reads its caller's frame pointer, so this keeps one, and operator
+ * new reaches it by a tail call, its %rbp untouched: the walk then meets
+ * this frame's return address (the caller of new, dropped as a repeat of
+ * the innermost frame) and goes on into the program's frames. */
+__attribute__((noinline)) void *new_profiled(size_t size, size_t align, new_form form, bool nothrow,
+                                             void *ra) {
+    void *volatile frame = __builtin_frame_address(0);
+    (void)frame;
+    bool aligned = form == FORM_NEW_ALIGNED || form == FORM_NEW_ARRAY_ALIGNED;
+    if (aligned && !ts_is_pow2(align)) return bad_alignment(size, align, nothrow);
+    void *p = aligned ? _ts_prof_memalign(align, size, ra) : _ts_prof_malloc(size, ra);
+    return __builtin_expect(p != nullptr, 1) ? p
+                                             : new_slow(size, aligned ? align : 0, form, nothrow);
+}
+#endif
+
 /* Every operator new: the design's malloc (or memalign for the aligned
  * forms) and, when it fails, the slow path. Inlined into each operator with
  * its form constant, so each keeps only its own path. */
 __attribute__((always_inline)) inline void *new_block(new_request r, new_form form, bool nothrow) {
+#ifdef TS_DESIGN_PROF
+    if (TS_PROF_ON())
+        return new_profiled(r.size, r.align, form, nothrow, __builtin_return_address(0));
+#endif
     if (!r.aligned) {
         void *p = _TS_D(malloc)(r.size);
         return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);

@@ -1,0 +1,43 @@
+/* The sampling heap profiler's entry points (prof.c), for the override shim
+ * and for the core's free and realloc.
+ *
+ * With profiling off the shim's malloc pays one test of _ts_prof_on (two
+ * instructions) and free pays nothing: sampled blocks are served as large
+ * blocks, whose free already leaves the fast path, and only that slow path
+ * asks the profiler whether the block was sampled (_ts_prof_forget).
+ * Each entry takes the address its caller returns to (the shim passes its
+ * own __builtin_return_address(0)), the innermost frame of the stack.
+ */
+#ifndef TS_CORE_PROF_H
+#define TS_CORE_PROF_H
+
+#include <stddef.h>
+
+#include "base/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 once the profiler runs (TSALLOC_PROF or TSALLOC_LEAKS); set by the
+ * library's constructor, before main and before any other thread. */
+TS_HIDDEN extern unsigned char _ts_prof_on;
+
+TS_HIDDEN void *_ts_prof_malloc(size_t size, void *ra);
+TS_HIDDEN void *_ts_prof_calloc(size_t count, size_t size, void *ra);
+TS_HIDDEN void *_ts_prof_realloc(void *ptr, size_t size, void *ra);
+TS_HIDDEN void *_ts_prof_memalign(size_t align, size_t size, void *ra);
+TS_HIDDEN void *_ts_prof_aligned_alloc(size_t align, size_t size, void *ra);
+TS_HIDDEN int _ts_prof_posix_memalign(void **out, size_t align, size_t size, void *ra);
+
+/* A large block is being freed or moved: its sample, if any, leaves the
+ * profile. Takes the profiler's lock, a leaf. */
+TS_HIDDEN void _ts_prof_forget(const void *p);
+
+#define TS_PROF_ON() __builtin_expect(_ts_prof_on != 0, 0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

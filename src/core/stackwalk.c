@@ -1,0 +1,173 @@
+/* Call stacks for the heap profiler, without allocating and without a lock
+ * that malloc may hold.
+ *
+ * Default (TSALLOC_PROF_UNWIND=1): glibc's backtrace(), which unwinds with
+ * the DWARF tables of libgcc_s, so code built without frame pointers (most
+ * distribution binaries) still gives whole stacks. Its first call loads
+ * libgcc_s, which allocates, so the constructor makes it once before
+ * sampling starts; with glibc 2.35 and libgcc 12 or later it finds each
+ * frame's tables with _dl_find_object, without the loader's lock. About 3 us
+ * more per sample than the frame pointers (docs/profiling.md).
+ * Stacks unwound once are kept (below) and checked against the stack
+ * instead of unwound again.
+ * TSALLOC_PROF_UNWIND=0, and the fallback when backtrace() does not reach
+ * the caller: the frame-pointer chain. The innermost frame is the return
+ * address the shim's entry passed; then each frame pointer must lie above
+ * the last, 8-aligned, below the thread's stack top, so garbage in %rbp
+ * (code built without frame pointers) ends the walk early instead of
+ * reading outside the stack.
+ *
+ * Invariant: only the calling thread's stack is read, between the walker's
+ * own frame and the top that _ts_prof_stack_bounds found, and only when the
+ * walker runs on that stack.
+ */
+#include "core/prof_internal.h"
+
+#include <execinfo.h>
+#include <pthread.h>
+#include <sys/resource.h>
+
+#include "core/internal.h"
+
+extern void *__libc_stack_end; /* ld.so: the main thread's initial stack pointer */
+
+uintptr_t _ts_prof_stack_bounds(uintptr_t *lo) {
+    *lo = 0;
+    if (_ts_os_is_main_thread()) {
+        /* The main stack grows down from here up to its limit; mappings
+         * begin below the limit, so nothing else lies in that range. */
+        uintptr_t top = (uintptr_t)__libc_stack_end;
+        struct rlimit rl;
+        uintptr_t span = (uintptr_t)8 << 20;
+        if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            rl.rlim_cur < ((rlim_t)1 << 32))
+            span = rl.rlim_cur;
+        *lo = top > span ? top - span : 0;
+        return top;
+    }
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+    uintptr_t top = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        *lo = (uintptr_t)addr;
+        top = (uintptr_t)addr + size;
+    }
+    pthread_attr_destroy(&attr);
+    return top;
+}
+
+void _ts_prof_walk_prepare(void) {
+    void *warm[4];
+    (void)backtrace(warm, 4);
+}
+
+/* Stacks already unwound, so that a call site sampled again costs a few
+ * loads instead of an unwind (2.6 against about 0.1 us). An entry holds a
+ * stack and, for each frame but the innermost, where its return address
+ * lay, as a distance below the stack's top; it is reused when the innermost
+ * frame and its distance are the same and every other frame's return
+ * address is still where it lay. Direct-mapped, under the profiler's lock. */
+#define CACHE_SLOTS 64
+#define SCAN_MAX    ((uintptr_t)256 << 10) /* a frame's return address within this */
+
+typedef struct walk_cache {
+    void *ra;
+    uintptr_t off0; /* stack top - the innermost return address's slot */
+    unsigned depth;
+    uintptr_t off[TS_PROF_FRAMES];
+    void *frames[TS_PROF_FRAMES];
+} walk_cache_t;
+
+static walk_cache_t cache[CACHE_SLOTS];
+
+static walk_cache_t *cache_entry(void *ra, uintptr_t off0) {
+    uint64_t h = ((uint64_t)(uintptr_t)ra ^ off0 * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    return &cache[h >> 58];
+}
+
+/* Reads only between the innermost slot and the top: the caller's stack. */
+static unsigned cache_find(void **out, unsigned max, void *ra, uintptr_t off0, uintptr_t top) {
+    unsigned depth = 0;
+    ts_spin_lock(&_ts_prof.lock);
+    walk_cache_t *e = cache_entry(ra, off0);
+    if (e->ra == ra && e->off0 == off0 && e->depth <= max) {
+        unsigned i = 1;
+        while (i < e->depth && *(void *const *)(top - e->off[i]) == e->frames[i]) i++;
+        if (i == e->depth) {
+            depth = e->depth;
+            for (i = 0; i < depth; i++) out[i] = e->frames[i];
+        }
+    }
+    ts_spin_unlock(&_ts_prof.lock);
+    return depth;
+}
+
+/* Finds each frame's return address on the stack, upward from the
+ * innermost one's slot, and keeps the stack when all are found. */
+static void cache_put(void *const *frames, unsigned depth, uintptr_t slot, uintptr_t top) {
+    uintptr_t off[TS_PROF_FRAMES];
+    uintptr_t at = slot;
+    for (unsigned i = 1; i < depth; i++) {
+        uintptr_t end = top - at > SCAN_MAX ? at + SCAN_MAX : top;
+        do at += sizeof(void *);
+        while (at < end && *(void *const *)at != frames[i]);
+        if (at >= end) return; /* not on this stack (or too far): not kept */
+        off[i] = top - at;
+    }
+    ts_spin_lock(&_ts_prof.lock);
+    walk_cache_t *e = cache_entry(frames[0], top - slot);
+    e->ra = frames[0];
+    e->off0 = top - slot;
+    e->depth = depth;
+    for (unsigned i = 1; i < depth; i++) e->off[i] = off[i];
+    for (unsigned i = 0; i < depth; i++) e->frames[i] = frames[i];
+    ts_spin_unlock(&_ts_prof.lock);
+}
+
+static unsigned walk_backtrace(void **out, unsigned max, void *ra) {
+    void *all[TS_PROF_FRAMES + 8];
+    int n = backtrace(all, TS_PROF_FRAMES + 8);
+    /* Our own frames first: the stack starts at the entry's return address. */
+    for (int i = 0; i < n; i++) {
+        if (all[i] != ra) continue;
+        unsigned depth = 0;
+        for (int j = i; j < n && depth < max; j++) out[depth++] = all[j];
+        return depth;
+    }
+    return 0;
+}
+
+unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp, uintptr_t stack_lo,
+                       uintptr_t stack_hi, uintptr_t ra_slot) {
+    /* On another stack (sigaltstack, a coroutine's), nothing between here
+     * and the thread's top is known to be mapped: read nothing there. */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (here <= stack_lo || here >= stack_hi) stack_hi = 0;
+    if (_ts_prof.unwind) {
+        /* ra_slot: where the entry's return address lies, when that is ra
+         * (the shim reached the entry by a tail call): then the program's
+         * frames are above it, ours below. */
+        bool cacheable =
+            stack_hi && ra_slot > here && ra_slot < stack_hi && *(void *const *)ra_slot == ra;
+        unsigned depth = cacheable ? cache_find(out, max, ra, stack_hi - ra_slot, stack_hi) : 0;
+        if (depth) return depth;
+        depth = walk_backtrace(out, max, ra);
+        if (depth && cacheable) cache_put(out, depth, ra_slot, stack_hi);
+        if (depth) return depth;
+    }
+    unsigned depth = 0;
+    out[depth++] = ra;
+    while (depth < max && fp > here && fp + 2 * sizeof(void *) <= stack_hi && !(fp & 7)) {
+        const uintptr_t *frame = (const uintptr_t *)fp;
+        uintptr_t ret = frame[1];
+        if (ret < 4096) break;
+        if (depth > 1 || ret != (uintptr_t)ra) /* a shim frame that returns to ra */
+            out[depth++] = (void *)ret;
+        uintptr_t next = frame[0];
+        if (next <= fp) break;
+        fp = next;
+    }
+    return depth;
+}

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""The heap profiler's end-to-end tests: runs prof_program (whose allocations
+are known) under libtsalloc with TSALLOC_PROF / TSALLOC_LEAKS and compares
+the profiles (read with tools/tsalloc_prof.py) and the leak report with
+the truth the program prints.
+
+Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
+Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx
+(PROGRAM is prof_cxx for cxx, else prof_program).
+Exits 0 on success, 1 on a failed check, 77 when the case cannot run
+here (pprof without Go).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CASE, BUILD, PROGRAM, TOOLS = sys.argv[1:5]
+sys.path.insert(0, TOOLS)
+import tsalloc_prof  # noqa: E402
+
+LIB = os.path.join(BUILD, "lib", "libtsalloc.so")
+FAILED = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILED.append(what)
+
+
+def run(args, env, tmp, expect_rc=0):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TSALLOC_")}
+    e.update({"LD_PRELOAD": LIB, "TSALLOC_PROF_FILE": os.path.join(tmp, "p.%p.heap")})
+    e.update(env)
+    r = subprocess.run([PROGRAM] + args, env=e, cwd=tmp, capture_output=True, text=True,
+                       timeout=120)
+    if expect_rc is not None and r.returncode != expect_rc:
+        print(r.stdout + r.stderr)
+        check(False, "%s exits with %s (got %d)" % (" ".join(args), expect_rc, r.returncode))
+    truth = {}
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        if v.isdigit():
+            truth[k] = int(v)
+    return r, truth
+
+
+def cum(prof, fn, index=1):
+    """The value of the stacks through fn, less the loader's own blocks: the
+    thread-local storage of threads started below fn (the allocator's purge
+    thread starts on an allocation once the heap is big enough)."""
+    own = [s for s in prof.samples if not s.funcs[0].startswith("ld-linux")]
+    return tsalloc_prof.by_function(tsalloc_prof.Profile(prof.header, own, prof.maps),
+                                    index).get(fn, [0, 0])[1]
+
+
+def profile_of(tmp, pid, suffix=""):
+    return tsalloc_prof.load(os.path.join(tmp, "p.%d.heap%s" % (pid, suffix)))
+
+
+def only_profile(tmp, suffix=".heap"):
+    files = [f for f in os.listdir(tmp) if f.endswith(suffix)]
+    check(len(files) == 1, "one profile *%s written (%s)" % (suffix, files))
+    return tsalloc_prof.load(os.path.join(tmp, files[0])) if files else None
+
+
+def case_shares(tmp):
+    """Default rate, fixed seed: each function's share of the live bytes
+    within 5 points of 60/30/10 (256 samples: one standard deviation is 3
+    points for the 60%), the total within 10%."""
+    _, truth = run(["shares", "128", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SEED": "1"}, tmp)
+    prof = only_profile(tmp)
+    est = {fn: cum(prof, fn) for fn in ("hold60", "hold30", "hold10")}
+    est_sum, true_sum = sum(est.values()), sum(truth[fn] for fn in est)
+    for fn in est:
+        share, true_share = 100.0 * est[fn] / est_sum, 100.0 * truth[fn] / true_sum
+        check(abs(share - true_share) <= 5, "%s: %.1f%% of live bytes (true %.1f%%)" % (
+            fn, share, true_share))
+    check(abs(est_sum - true_sum) <= 0.1 * true_sum,
+          "live bytes of the three %d (true %d)" % (est_sum, true_sum))
+
+
+def case_exact(tmp, unwind="1"):
+    """TSALLOC_PROF_SAMPLE=1: every block, exact bytes and objects."""
+    _, truth = run(["shares", "4"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                     "TSALLOC_PROF_UNWIND": unwind}, tmp)
+    prof = only_profile(tmp)
+    for fn in ("hold60", "hold30", "hold10"):
+        check(cum(prof, fn) == truth[fn], "%s: %d live bytes (true %d)" % (
+            fn, cum(prof, fn), truth[fn]))
+    check(cum(prof, "leak37", 0) == 37 and cum(prof, "leak37") == 37000,
+          "leak37: %d objects, %d bytes live (true 37, 37000)" % (
+              cum(prof, "leak37", 0), cum(prof, "leak37")))
+    check(cum(prof, "make_peak") == 0 and cum(prof, "make_peak", 3) == truth["make_peak"],
+          "make_peak: 0 live, %d allocated (true %d)" % (cum(prof, "make_peak", 3),
+                                                        truth["make_peak"]))
+
+
+def case_exact_fp(tmp):
+    """The same with the frame-pointer walk."""
+    case_exact(tmp, "0")
+
+
+def case_peak(tmp):
+    """The peak profile holds the transient peak's function on top."""
+    _, truth = run(["shares", "32"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SEED": "2",
+                                      "TSALLOC_PROF_PEAK_GROWTH": "10"}, tmp)
+    prof = only_profile(tmp, ".peak")
+    if not prof:
+        return
+    est = {fn: cum(prof, fn) for fn in ("hold60", "hold30", "hold10", "make_peak")}
+    top = max(est, key=est.get)
+    check(top == "make_peak", "top of the peak profile: %s (%s)" % (top, est))
+    check(est["make_peak"] >= 0.8 * truth["make_peak"],
+          "make_peak at the peak: %d bytes (true peak %d)" % (est["make_peak"],
+                                                             truth["make_peak"]))
+
+
+def leak_blocks(stderr):
+    return [b for b in stderr.split("\n\n") if b.startswith("Leak of")]
+
+
+def case_leaks(tmp):
+    env = {"TSALLOC_LEAKS": "1", "TSALLOC_PROF_SAMPLE": "1", "TSALLOC_LEAKS_EXITCODE": "23"}
+    r, _ = run(["leaks"], env, tmp, expect_rc=23)
+    blocks = leak_blocks(r.stderr)
+    check(len(blocks) == 1, "one leaking stack reported (%d)" % len(blocks))
+    if blocks:
+        head, _, frames = blocks[0].partition("\n")
+        check(head == "Leak of 37000 byte(s) in 37 object(s) allocated from:", head)
+        first = frames.splitlines()[0]
+        check(" in leak37+" in first and "prof_program+0x" in first, "leak37 named: " + first)
+    check("SUMMARY: tsalloc: 37000 byte(s) leaked in 37 allocation(s)." in r.stderr, "summary")
+    check(not any(f.endswith(".heap") for f in os.listdir(tmp)), "no profile without PROF")
+    r, _ = run(["clean"], env, tmp, expect_rc=0)
+    check(not leak_blocks(r.stderr) and "SUMMARY" not in r.stderr, "no report without leaks")
+
+
+def case_pprof(tmp):
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists(
+        "/usr/local/go/bin/go") else None)
+    if not go:
+        print("SKIP: Go is not installed (go tool pprof)")
+        sys.exit(77)
+    run(["shares", "8"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SEED": "3"}, tmp)
+    files = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".heap")]
+    # Go builds pprof into its cache on first use (about a minute): a cache in
+    # the build folder keeps it for the next runs; no network, no $HOME.
+    home = os.path.join(tmp, "home")
+    env = dict(os.environ, HOME=home, GOPATH=os.path.join(home, "go"), GOFLAGS="",
+               GOCACHE=os.path.join(BUILD, "prof-gocache"), GOTOOLCHAIN="local",
+               GOPROXY="off", PPROF_TMPDIR=home)
+    r = subprocess.run([go, "tool", "pprof", "-top", "-symbolize=local", PROGRAM] + files[:1], env=env,
+                       capture_output=True, text=True, timeout=300)
+    print(r.stdout[-2000:] + r.stderr[-2000:])
+    check(r.returncode == 0, "go tool pprof -top reads the profile")
+    check("hold60" in r.stdout and "Type: inuse_space" in r.stdout, "pprof names hold60")
+
+
+def case_fork(tmp):
+    """Each process that exits through exit() writes its own profile; a
+    child that leaves with _exit writes none."""
+    _, truth = run(["fork"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    names = sorted(os.listdir(tmp))
+    check(names == sorted("p.%d.heap" % truth[k] for k in ("parent", "child_exit")),
+          "files of the parent and the exit()ing child: %s" % names)
+    child = profile_of(tmp, truth["child_exit"])
+    parent = profile_of(tmp, truth["parent"])
+    check(cum(child, "child_kept") == 2 << 20, "child_kept live in the child's profile")
+    check(cum(child, "fork_parent") == 1 << 20, "the parent's blocks live in the child's too")
+    check(cum(parent, "child_kept") == 0 and cum(parent, "fork_parent") == 1 << 20,
+          "the parent's profile holds only its own blocks")
+
+
+def case_twins(tmp):
+    """One call site reached through two callers at the same stack depth:
+    the kept stacks (stackwalk.c) tell them apart."""
+    _, truth = run(["twins"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    prof = only_profile(tmp)
+    for fn in ("via_a", "via_b"):
+        check(cum(prof, fn) == truth[fn], "%s: %d live bytes (true %d)" % (
+            fn, cum(prof, fn), truth[fn]))
+
+
+def case_dlopen(tmp):
+    """A library loaded with dlopen: its blocks are profiled and named."""
+    plugin = os.path.join(os.path.dirname(PROGRAM), "..", "tests", "prof_plugin.so")
+    _, truth = run(["dlopen", os.path.realpath(plugin)],
+                   {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    prof = only_profile(tmp)
+    check(prof is not None and cum(prof, "plugin_alloc") == truth.get("plugin_alloc", -1),
+          "plugin_alloc: %d live bytes (true %s)" % (cum(prof, "plugin_alloc") if prof else -1,
+                                                     truth.get("plugin_alloc")))
+
+
+def case_altstack(tmp):
+    """Allocations on a signal stack: the walk reads nothing outside the
+    stack it runs on (a scan from there to the thread's stack top would cross
+    unmapped memory); both unwinders."""
+    for unwind in ("1", "0"):
+        sub = os.path.join(tmp, unwind)
+        os.mkdir(sub)
+        _, truth = run(["altstack"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                      "TSALLOC_PROF_UNWIND": unwind}, sub)
+        prof = only_profile(sub)
+        got = cum(prof, "alt_kept") if prof else -1
+        check(got == truth.get("alt_kept"), "unwind %s: alt_kept %d live bytes (true %s)" % (
+            unwind, got, truth.get("alt_kept")))
+
+
+def case_nomap(tmp):
+    """When a sampled block finds no mapping (here: every mmap of tsalloc
+    after the first 40 fails), it is served unsampled instead of refused."""
+    _, truth = run(["shares", "2", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                          "TSALLOC_TEST_OS_FAIL": "mmap:40:-1"}, tmp)
+    check(all(k in truth for k in ("hold60", "hold30", "hold10")), "every block allocated")
+    prof = only_profile(tmp)
+    check(prof is not None and 0 < cum(prof, "hold60") < truth.get("hold60", 0),
+          "some of hold60's blocks sampled, not all")
+
+
+def case_signal(tmp):
+    """A handler that calls exit(): the profile is written."""
+    r, _ = run(["signal"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp, expect_rc=3)
+    prof = only_profile(tmp)
+    check(prof is not None and cum(prof, "sig_kept") == 1 << 20, "sig_kept's blocks live")
+
+
+def case_cxx(tmp):
+    """operator new, plain and aligned: exact at rate 1, named by its caller."""
+    _, truth = run([], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    prof = only_profile(tmp)
+    check(cum(prof, "cxx_kept()") == truth["cxx_kept"], "cxx_kept: %d live bytes (true %d)" % (
+        cum(prof, "cxx_kept()"), truth["cxx_kept"]))
+    check(cum(prof, "cxx_kept()", 0) == 150, "cxx_kept: 150 objects live")
+    check(cum(prof, "cxx_freed()", 3) == 4000 and cum(prof, "cxx_freed()") == 0,
+          "cxx_freed: 4000 bytes allocated, none live")
+
+
+def case_dump(tmp):
+    path = os.path.join(tmp, "on-demand.heap")
+    _, truth = run(["dump", path], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                    "TSALLOC_PROF_FINAL": "0"}, tmp)
+    check(truth.get("dump_result") == 2, "ts_prof_dump returns 0")
+    check(sorted(os.listdir(tmp)) == ["on-demand.heap"], "only the asked-for file: %s" % (
+        os.listdir(tmp)))
+    if os.path.exists(path):
+        check(cum(tsalloc_prof.load(path), "dumped_fn") == 1 << 20, "dumped_fn's blocks live")
+    _, truth = run(["dump", path + ".off"], {}, tmp)
+    check(truth.get("dump_result") == 1, "ts_prof_dump returns -1 without the profiler")
+
+
+def case_launcher(tmp):
+    launcher = os.path.join(BUILD, "bin", "tsalloc")
+    out = os.path.join(tmp, "run.heap")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TSALLOC_")}
+    r = subprocess.run([launcher, "run", "--prof", "-o", out, "--", PROGRAM, "shares", "8"],
+                       env=e, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and os.path.exists(out), "tsalloc run --prof -o writes the file")
+    svg, page = os.path.join(tmp, "f.svg"), os.path.join(tmp, "f.html")
+    r = subprocess.run([launcher, "prof", out, "--top", "5", "--flame", svg],
+                       capture_output=True, text=True, timeout=120)
+    print(r.stdout + r.stderr)
+    check(r.returncode == 0 and "hold60" in r.stdout, "tsalloc prof lists hold60")
+    with open(svg) as f:
+        text = f.read()
+    check(text.startswith("<svg") and "hold60" in text, "the flame graph names hold60")
+    r = subprocess.run([launcher, "prof", out, "--peak", "--flame", page],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "make_peak" in r.stdout, "tsalloc prof --peak: make_peak")
+    check(open(page).read().startswith("<!DOCTYPE html>"), "an HTML flame graph")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="prof_%s_" % CASE)
+    try:
+        globals()["case_" + CASE](tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if FAILED:
+        print("%d check(s) failed" % len(FAILED))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+/* A program whose allocations are known, for the heap profiler's tests
+ * (check_prof.py): each mode prints the truth on stdout as `key value`
+ * lines, and the checker compares the profile or the leak report with it.
+ *
+ *   shares MIB [PEAK]  hold60/hold30/hold10 keep 60/30/10% of MIB MiB live
+ *                at exit (hold30 on a second thread), after make_peak made
+ *                a transient peak of PEAK MiB (default 1.5 x MIB); leak37
+ *                keeps 37 blocks
+ *   leaks        leak37 keeps 37 blocks of 1000 bytes; everything else freed
+ *   clean        everything freed
+ *   fork         fork_parent keeps blocks; a child (exit) keeps child_kept;
+ *                a second child leaves with _exit
+ *   signal       sig_kept keeps blocks; a handled SIGTERM calls exit(3)
+ *   twins        via_a and via_b call twin_leaf at the same stack depth,
+ *                1000 times each, keeping 1000 and 3000 bytes a call
+ *   dump PATH    ts_prof_dump(PATH) with dumped_fn's blocks live
+ *   dlopen LIB   plugin_alloc of LIB (prof_plugin.c), loaded with dlopen
+ *   altstack     alt_kept allocates in a signal handler on a sigaltstack
+ *                with unmapped memory above it (raised by the program
+ *                itself: no allocator call is cut)
+ *
+ * Built with frame pointers and -rdynamic (symbols for dladdr).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int ts_prof_dump(const char *path) __attribute__((weak));
+
+#define NOINLINE __attribute__((noinline))
+
+/* The lists' pointer arrays are static, so that each function's live
+ * bytes are exactly its blocks. */
+#define LIST_CAP (1u << 20)
+typedef struct list {
+    void *v[LIST_CAP];
+    size_t n, bytes;
+} list_t;
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static size_t next_size(void) { /* 16 B .. 64 KiB, skewed small */
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    unsigned shift = (unsigned)(rng >> 60); /* 0..15 */
+    size_t max = (size_t)16 << shift;
+    if (max > 65536) max = 65536;
+    return 16 + (size_t)((rng >> 20) % max);
+}
+
+static void keep(list_t *l, void *p, size_t n) {
+    if (!p) abort();
+    memset(p, 1, n < 64 ? n : 64);
+    if (l->n == LIST_CAP) abort();
+    l->v[l->n++] = p;
+    l->bytes += n;
+}
+
+static void drop(list_t *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    l->n = l->bytes = 0;
+}
+
+/* Allocates blocks until `target` bytes are live in l (the last block is cut
+ * to make the total exact). */
+static void fill(list_t *l, size_t target) {
+    while (l->bytes < target) {
+        size_t n = next_size();
+        if (n > target - l->bytes) n = target - l->bytes;
+        keep(l, malloc(n), n);
+    }
+}
+
+static list_t l60, l30, l10, lpeak, lchild, ldump, la, lb;
+static size_t total, peak;
+
+NOINLINE void hold60(void) {
+    fill(&l60, total / 10 * 6);
+}
+NOINLINE void hold10(void) {
+    fill(&l10, total / 10);
+}
+NOINLINE void *hold30(void *arg) {
+    (void)arg;
+    fill(&l30, total / 10 * 3);
+    return NULL;
+}
+NOINLINE void make_peak(void) {
+    fill(&lpeak, peak);
+    drop(&lpeak);
+}
+void *volatile leaked[37];
+NOINLINE void leak37(void) {
+    for (int i = 0; i < 37; i++) leaked[i] = malloc(1000);
+    for (int i = 0; i < 37; i++) leaked[i] = NULL;
+}
+NOINLINE void churn(void) { /* allocated and freed: in the allocated totals only */
+    for (int i = 0; i < 20000; i++) free(malloc(next_size()));
+}
+
+static void holds(void) {
+    make_peak();
+    churn();
+    hold60();
+    pthread_t t;
+    if (pthread_create(&t, NULL, hold30, NULL) != 0) abort();
+    pthread_join(t, NULL);
+    hold10();
+}
+
+static void say(const char *key, unsigned long long v) {
+    char line[128];
+    int n = snprintf(line, sizeof line, "%s %llu\n", key, v);
+    if (write(1, line, (size_t)n) != n) abort();
+}
+
+NOINLINE void fork_parent(void) {
+    fill(&l60, 1 << 20);
+}
+NOINLINE void child_kept(void) {
+    fill(&lchild, 2 << 20);
+}
+/* The same call site reached through two callers whose frames have the
+ * same size: the stacks differ only in the return address into via_*. */
+NOINLINE void twin_leaf(list_t *l, size_t n) {
+    keep(l, malloc(n), n);
+}
+NOINLINE void via_a(void) {
+    twin_leaf(&la, 1000);
+}
+NOINLINE void via_b(void) {
+    twin_leaf(&lb, 3000);
+}
+static list_t lalt;
+NOINLINE void alt_kept(void) {
+    for (int i = 0; i < 16; i++) keep(&lalt, malloc(4000), 4000);
+}
+static void on_usr1(int sig) {
+    (void)sig;
+    alt_kept();
+}
+NOINLINE void sig_kept(void) {
+    fill(&l10, 1 << 20);
+}
+static void on_term(int sig) {
+    (void)sig;
+    exit(3);
+}
+NOINLINE void dumped_fn(void) {
+    fill(&ldump, 1 << 20);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "shares";
+    total = (size_t)(argc > 2 ? atol(argv[2]) : 64) << 20;
+    peak = argc > 3 ? (size_t)atol(argv[3]) << 20 : total / 2 * 3;
+    if (!strcmp(mode, "shares")) {
+        holds();
+        leak37();
+        say("hold60", l60.bytes);
+        say("hold30", l30.bytes);
+        say("hold10", l10.bytes);
+        say("make_peak", peak);
+        return 0;
+    }
+    if (!strcmp(mode, "leaks") || !strcmp(mode, "clean")) {
+        total = 4 << 20;
+        peak = 6 << 20;
+        holds();
+        if (!strcmp(mode, "leaks")) leak37();
+        drop(&l60);
+        drop(&l30);
+        drop(&l10);
+        return 0;
+    }
+    if (!strcmp(mode, "fork")) {
+        fork_parent();
+        pid_t a = fork();
+        if (a == 0) {
+            child_kept();
+            exit(0);
+        }
+        pid_t b = fork();
+        if (b == 0) {
+            child_kept();
+            _exit(0);
+        }
+        int st;
+        waitpid(a, &st, 0);
+        waitpid(b, &st, 0);
+        say("parent", (unsigned long long)getpid());
+        say("child_exit", (unsigned long long)a);
+        say("child_underscore_exit", (unsigned long long)b);
+        return 0;
+    }
+    if (!strcmp(mode, "twins")) {
+        for (int i = 0; i < 1000; i++) {
+            via_a();
+            via_b();
+        }
+        say("via_a", la.bytes);
+        say("via_b", lb.bytes);
+        return 0;
+    }
+    if (!strcmp(mode, "altstack")) {
+        /* A stack with unmapped memory right above it. */
+        size_t size = 1 << 16;
+        char *alt =
+            mmap(NULL, size + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (alt == MAP_FAILED || munmap(alt + size, 4096) != 0) return 2;
+        stack_t ss = {.ss_sp = alt, .ss_size = size};
+        struct sigaction sa = {.sa_handler = on_usr1, .sa_flags = SA_ONSTACK};
+        if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0) return 2;
+        for (int i = 0; i < 4; i++) raise(SIGUSR1);
+        say("alt_kept", lalt.bytes);
+        return 0;
+    }
+    if (!strcmp(mode, "signal")) {
+        sig_kept();
+        signal(SIGTERM, on_term);
+        raise(SIGTERM);
+        return 0;
+    }
+    if (!strcmp(mode, "dlopen")) {
+        void *lib = argc > 2 ? dlopen(argv[2], RTLD_NOW | RTLD_LOCAL) : NULL;
+        size_t (*fn)(void) = lib ? (size_t(*)(void))dlsym(lib, "plugin_alloc") : NULL;
+        if (!fn) return 2;
+        say("plugin_alloc", fn());
+        return 0;
+    }
+    if (!strcmp(mode, "dump")) {
+        dumped_fn();
+        int r = ts_prof_dump ? ts_prof_dump(argv[2]) : -2;
+        say("dump_result", (unsigned long long)(r + 2)); /* 2: success */
+        return 0;
+    }
+    return 2;
+}

@@ -334,6 +334,9 @@ TS_HIDDEN void _ts_abandoned_atfork_child(void);
 TS_HIDDEN void *_ts_large_alloc(size_t size, size_t align, bool zero);
 TS_HIDDEN void _ts_large_free(void *p, const char *func);
 TS_HIDDEN size_t _ts_large_usable(const void *p, const char *func);
+/* The live large block holding p (a walk of the table, for debugging): its
+ * start and mapped size. */
+TS_HIDDEN bool _ts_large_find(const void *p, uintptr_t *start, size_t *size);
 TS_HIDDEN void *_ts_large_realloc(void *p, size_t size);
 TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
 TS_HIDDEN void _ts_large_atfork_prepare(void);

@@ -510,6 +510,26 @@ static TS_NORETURN void not_large(const void *p, const char *func) {
     _ts_invalid_pointer(func, p);
 }
 
+bool _ts_large_find(const void *p, uintptr_t *start, size_t *size) {
+    uintptr_t u = (uintptr_t)p;
+    for (unsigned i = 0; i < STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        bool found = false;
+        pthread_mutex_lock(&s->lock);
+        for (size_t j = 0; j < s->cap && !found; j++) {
+            large_entry_t *e = &s->slots[j];
+            if (e->ptr && u >= e->ptr && u - e->ptr < e->size) {
+                *start = e->ptr;
+                *size = e->size;
+                found = true;
+            }
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (found) return true;
+    }
+    return false;
+}
+
 void _ts_large_free(void *p, const char *func) {
     stripe_t *s = stripe_of((uintptr_t)p);
     pthread_mutex_lock(&s->lock);

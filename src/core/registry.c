@@ -19,6 +19,7 @@
  * then the reserve lock (a leaf).
  */
 #include "core/internal.h"
+#include "core/valgrind.h"
 
 _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
 
@@ -78,6 +79,8 @@ ts_segment_t *_ts_segment_map_new(bool huge_first_half) {
     seg->kind = TS_KIND_COUNT; /* not formatted yet; the rest is zero */
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
     _ts_os_name(seg, TS_SEGMENT_SIZE, "tsalloc");
+    if (ts_vg_active()) /* free memory until handed out */
+        _ts_vg_noaccess((char *)seg + TS_SEGMENT_HEADER, TS_SEGMENT_SIZE - TS_SEGMENT_HEADER);
     pthread_mutex_lock(&registry_lock);
     seg->reg_next = registry;
     if (registry) registry->reg_prev = seg;

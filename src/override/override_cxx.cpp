@@ -23,6 +23,8 @@
 
 extern "C" {
 #include "base/malloc_family.h"
+#include "override/shim_vg.h"
+
 #include "designs/family.h"
 }
 
@@ -230,7 +232,7 @@ inline new_request request_of(size_t size, std::align_val_t align, const std::no
  * its form constant, so each keeps only its own path. */
 __attribute__((always_inline)) inline void *new_block(new_request r, new_form form, bool nothrow) {
     if (!r.aligned) {
-        void *p = _TS_D(malloc)(r.size);
+        void *p = TS_FAMILY_FN(malloc)(r.size);
         return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);
     }
     if (__builtin_expect(!ts_is_pow2(r.align), 0)) return bad_alignment(r.size, r.align, nothrow);
@@ -241,7 +243,7 @@ __attribute__((always_inline)) inline void *new_block(new_request r, new_form fo
 /* Every operator delete: the design's free; the size and alignment a form
  * passes are not needed. */
 template <class... Unused> inline void delete_block(void *ptr, const Unused &...) {
-    _TS_D(free)(ptr);
+    TS_FAMILY_FN(free)(ptr);
 }
 
 } // namespace

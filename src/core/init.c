@@ -45,6 +45,7 @@ static void thread_exit_heap(ts_heap_t *heap) {
      * heaps of dead threads are found through their robust mutex. */
     if (heap != _ts_tls_heap) return;
     _ts_tls_heap = &_ts_heap_dead; /* later allocations: the shared heap */
+    if (TS_CHECKED && heap) _ts_check_heap(heap, "thread exit");
     if (heap && heap->state == TS_HEAP_ACTIVE) _ts_heap_thread_exit(heap);
     ts_purge_safe_point();
 }

@@ -101,9 +101,10 @@ void _ts_segment_unmap(ts_segment_t *seg) {
     else
         registry = seg->reg_next;
     if (seg->reg_next) seg->reg_next->reg_prev = seg->reg_prev;
-    pthread_mutex_unlock(&registry_lock);
+    /* Under the lock: a registry walk never sees a map entry without its segment. */
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], TS_MAP_NONE,
                           memory_order_release);
+    pthread_mutex_unlock(&registry_lock);
     size_t resident = HEADER_TOUCHED;
     uint64_t dirty = atomic_load(&seg->dirty_mask);
     for (unsigned i = 0; i < TS_MAX_PAGES; i++)
@@ -203,6 +204,13 @@ TS_RACY_READER void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]) {
             if (used > pending && page->cls < TS_CLASS_COUNT) live[page->cls] += used - pending;
         }
     }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void _ts_segments_visit(void (*fn)(ts_segment_t *seg, void *arg), void *arg) {
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) fn(seg, arg);
+    fn(NULL, arg);
     pthread_mutex_unlock(&registry_lock);
 }
 

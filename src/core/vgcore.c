@@ -66,7 +66,7 @@ static bool plain_block(const void *p) {
     case TS_PTR_BLOCK:
         return ts_page_block_ok(page, (uintptr_t)p);
     case TS_PTR_LARGE:
-        return ((uintptr_t)p & 4095) == 0 && _ts_large_find(p, &start, &size) &&
+        return ((uintptr_t)p & 4095) == 0 && _ts_large_find(p, &start, &size) == 1 &&
                start == (uintptr_t)p;
     default:
         return false;

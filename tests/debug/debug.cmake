@@ -28,3 +28,15 @@ if(TS_VALGRIND AND TARGET tsalloc-tsalloc-static)
 else()
   message(STATUS "valgrind not found: valgrind_memcheck tests skipped")
 endif()
+
+# ts_heap_check and ts_block_info; the checked build also catches the
+# corruptions at its page transitions.
+if(TARGET tsalloc-tsalloc-static)
+  ts_test(heap_check SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_check.c
+          LIBS tsalloc-tsalloc-static TIMEOUT 60)
+endif()
+if(TARGET tsalloc-checked-static)
+  ts_test(heap_check_checked SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_check.c
+          LIBS tsalloc-checked-static TIMEOUT 60)
+  target_compile_definitions(heap_check_checked PRIVATE TS_CHECKED=1)
+endif()

@@ -9,6 +9,8 @@
 #   make fuzz     libFuzzer targets of each design (clang) [FUZZ_DESIGN=tsalloc|bins|...]
 #                 [FUZZ_SECONDS=60 a design]; prints edges reached per file of src/
 #   make soak     a long multi-threaded load on each design [SOAK_MINUTES=2 a design]
+#   make debug    the checked build (-DTSALLOC_DEBUG=ON: every invariant
+#                 asserted) into build-debug/; make debug-test runs its tests
 BUILD     ?= build
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
@@ -16,7 +18,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 VENV      ?= .venv
 BENCH_ARGS ?=
 
-.PHONY: all build test bench install deb clean format venv fuzz soak
+.PHONY: all build test bench install deb clean format venv fuzz soak debug debug-test
 
 all: build
 
@@ -57,6 +59,18 @@ fuzz:
 SOAK_MINUTES ?= 2
 soak: build
 	tests/soak/run_soak.sh $(BUILD) $(SOAK_MINUTES) $(VENV)
+
+# The checked build: a build folder of its own.
+DEBUG_BUILD ?= build-debug
+$(DEBUG_BUILD)/CMakeCache.txt:
+	cmake -S . -B $(DEBUG_BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DTSALLOC_DEBUG=ON
+
+debug: $(DEBUG_BUILD)/CMakeCache.txt
+	cmake --build $(DEBUG_BUILD) -j $(JOBS)
+
+debug-test: debug
+	cd $(DEBUG_BUILD) && env $$(env | sed -n 's/^\(TSALLOC_[A-Za-z0-9_]*\)=.*/-u \1/p') \
+	    ctest --output-on-failure -j $(JOBS) --timeout 600
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

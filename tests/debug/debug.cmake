@@ -40,3 +40,80 @@ if(TARGET tsalloc-checked-static)
           LIBS tsalloc-checked-static TIMEOUT 60)
   target_compile_definitions(heap_check_checked PRIVATE TS_CHECKED=1)
 endif()
+
+# The checked core under the fork and fuzz loads (its stress and exit tests
+# are in tests/stress/core_checked.cmake): a broken invariant aborts with
+# "tsalloc: assertion failed: ..." or a page check's message.
+if(TARGET tsalloc-checked-static)
+  ts_test(core_fork_checked SOURCES ${PROJECT_SOURCE_DIR}/tests/stress/core_fork.c
+          LIBS tsalloc-checked-static TIMEOUT 120)
+  ts_preload_test(ops_fuzz ops_fuzz ARGS 300 7 DESIGNS checked TIMEOUT 180)
+  # As fuzz_replay[<design>] (tests/fuzz/fuzz.cmake), on the checked core.
+  set(_fz ${PROJECT_SOURCE_DIR}/tests/fuzz)
+  set(_fz_platform ts_platform)
+  if(TARGET ts_platform_private_break)
+    set(_fz_platform ts_platform_private_break)
+  endif()
+  add_executable(fuzz_replay_checked ${_fz}/fuzz_replay.c ${_fz}/fuzz_harness.c
+                 ${_fz}/fuzz_design.c $<TARGET_OBJECTS:tsd_core_checked>
+                 $<TARGET_OBJECTS:${_fz_platform}>)
+  target_compile_definitions(fuzz_replay_checked PRIVATE TS_DESIGN=core
+                             TS_DESIGN_NAME="checked")
+  target_include_directories(fuzz_replay_checked PRIVATE ${PROJECT_SOURCE_DIR}/src
+                             ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(fuzz_replay_checked PRIVATE Threads::Threads)
+  add_test(NAME "fuzz_replay[checked]"
+           COMMAND fuzz_replay_checked ${_fz}/corpus --random 30 7)
+  set_tests_properties("fuzz_replay[checked]" PROPERTIES TIMEOUT 180)
+endif()
+
+# AddressSanitizer and UndefinedBehaviorSanitizer over the fast allocator's
+# own code, as core_tsan does for ThreadSanitizer (tests/stress/tsan.cmake):
+# the core's sources and the OS layer built with the sanitizer into the
+# program, reached through the ts_* API and the design functions (the
+# sanitizer keeps the process malloc). core_<san>: the threaded load of
+# core_tsan.c; fuzz_replay_<san>: the fuzz corpus replayed on the core
+# against its model. Any report fails the test. Skipped, with a message,
+# where the compiler cannot build and run such a program.
+if(TARGET tsd_core)
+  include(CheckCSourceRuns)
+  get_target_property(_san_core tsd_core SOURCES)
+  get_target_property(_san_platform ts_platform SOURCES)
+  list(TRANSFORM _san_platform PREPEND ${PROJECT_SOURCE_DIR}/)
+  set(_fz ${PROJECT_SOURCE_DIR}/tests/fuzz)
+  foreach(san address undefined)
+    set(CMAKE_REQUIRED_FLAGS -fsanitize=${san})
+    set(CMAKE_REQUIRED_LINK_OPTIONS -fsanitize=${san})
+    check_c_source_runs("int main(void) { return 0; }" TS_HAVE_SAN_${san})
+    unset(CMAKE_REQUIRED_FLAGS)
+    unset(CMAKE_REQUIRED_LINK_OPTIONS)
+    if(NOT TS_HAVE_SAN_${san})
+      message(STATUS "-fsanitize=${san} unavailable: its sanitizer tests skipped")
+      continue()
+    endif()
+    set(_short asan)
+    set(_env "ASAN_OPTIONS=halt_on_error=1:exitcode=66:detect_leaks=0:allocator_may_return_null=1")
+    if(san STREQUAL "undefined")
+      set(_short ubsan)
+      set(_env "UBSAN_OPTIONS=halt_on_error=1:exitcode=66:print_stacktrace=1")
+    endif()
+    set(_flags -fsanitize=${san} -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g)
+    add_executable(core_${_short} ${PROJECT_SOURCE_DIR}/tests/stress/core_tsan.c ${_san_core}
+                   ${_san_platform})
+    add_executable(fuzz_replay_${_short} ${_fz}/fuzz_replay.c ${_fz}/fuzz_harness.c
+                   ${_fz}/fuzz_design.c ${_san_core} ${_san_platform})
+    target_compile_definitions(fuzz_replay_${_short} PRIVATE TS_DESIGN=core
+                               TS_DESIGN_NAME="tsalloc")
+    foreach(t core_${_short} fuzz_replay_${_short})
+      target_include_directories(${t} PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOURCE_DIR}/src
+                                              ${PROJECT_SOURCE_DIR}/include)
+      target_compile_options(${t} PRIVATE ${_flags} ${TS_LIB_C_FLAGS})
+      target_link_options(${t} PRIVATE -fsanitize=${san})
+      target_link_libraries(${t} PRIVATE Threads::Threads)
+    endforeach()
+    add_test(NAME core_${_short} COMMAND core_${_short} 3 2 8000)
+    add_test(NAME fuzz_replay_${_short} COMMAND fuzz_replay_${_short} ${_fz}/corpus --random 10 7)
+    set_tests_properties(core_${_short} fuzz_replay_${_short} PROPERTIES TIMEOUT 300
+                         ENVIRONMENT "${_env}")
+  endforeach()
+endif()

@@ -117,3 +117,17 @@ if(TARGET tsd_core)
                          ENVIRONMENT "${_env}")
   endforeach()
 endif()
+
+# gdb_commands: tools/gdb/tsalloc.py's commands in gdb's batch mode on a
+# stopped process and on a core file of it (gcore).
+find_program(TS_GDB gdb)
+if(TS_GDB AND TARGET tsalloc-tsalloc-static)
+  add_executable(gdb_target ${CMAKE_CURRENT_LIST_DIR}/gdb_target.c)
+  target_link_libraries(gdb_target PRIVATE tsalloc-tsalloc-static Threads::Threads)
+  add_test(NAME gdb_commands COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/gdb_commands.sh ${TS_GDB}
+                                     $<TARGET_FILE:gdb_target>
+                                     ${PROJECT_SOURCE_DIR}/tools/gdb/tsalloc.py)
+  set_tests_properties(gdb_commands PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+else()
+  message(STATUS "gdb not found: gdb_commands test skipped")
+endif()

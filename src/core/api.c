@@ -41,7 +41,7 @@ void *_ts_core_realloc(void *p, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
-    if (_ts_vg_core_routes()) return _ts_vg_core_realloc(p, size);
+    if (ts_vg_core_routes()) return _ts_vg_core_realloc(p, size);
     ts_page_t *page = NULL;
     size_t old;
     switch (_ts_locate(p, &page)) {

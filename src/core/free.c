@@ -40,7 +40,7 @@ size_t _ts_block_usable(const ts_page_t *page, const void *p, const char *func) 
 }
 
 size_t _ts_usable_checked(const void *p, const char *func) {
-    if (_ts_vg_core_routes()) return _ts_vg_core_usable(p);
+    if (ts_vg_core_routes()) return _ts_vg_core_usable(p);
     ts_page_t *page = NULL;
     switch (_ts_locate(p, &page)) {
     case TS_PTR_FOREIGN:

@@ -32,7 +32,6 @@
  * Lock order: the purge mutex is a leaf.
  */
 #include "core/internal.h"
-#include "core/valgrind.h"
 
 #include <signal.h>
 #include <time.h>
@@ -197,7 +196,6 @@ bool _ts_purge_is_helper(void) {
 
 static void *purge_main(void *arg) {
     (void)arg;
-    _ts_vg_core_internal_thread();
     pt_self = pthread_self();
     atomic_store_explicit(&pt_self_set, 1, memory_order_release);
     int expect = PT_STARTING;
@@ -212,9 +210,7 @@ static void *purge_main(void *arg) {
         if (work || now >= next) {
             atomic_store(&pt_pending, 0);
             atomic_store(&pt_pending_look, 0);
-            _ts_vg_quiet(true); /* reads free blocks: no memcheck reports */
             next = _ts_purge_run(now, false);
-            _ts_vg_quiet(false);
             now = _ts_os_now_ns();
         }
         bool look = atomic_exchange(&pt_look_at_main, 0);

@@ -12,9 +12,14 @@
 
 #include "base/valgrind.h"
 
-/* The calling thread's calls go to the Valgrind layer: under Valgrind, and
- * not from inside that layer's own calls into the core. */
-TS_HIDDEN bool _ts_vg_core_routes(void);
+/* The calling thread is not inside the layer's own calls into the core. */
+TS_HIDDEN bool _ts_vg_core_outside(void);
+/* The calling thread's calls go to the Valgrind layer: under memcheck, and
+ * not from inside that layer's own calls into the core. Outside Valgrind:
+ * one load and one branch. */
+TS_INLINE bool ts_vg_core_routes(void) {
+    return ts_vg_active() && _ts_vg_core_outside();
+}
 /* malloc, realloc and usable_size when routed. */
 TS_HIDDEN void *_ts_vg_core_alloc(size_t size, size_t align, bool zero);
 TS_HIDDEN void *_ts_vg_core_realloc(void *p, size_t size);
@@ -27,7 +32,5 @@ TS_HIDDEN bool _ts_vg_core_free(void *p);
  * undo. */
 TS_HIDDEN bool _ts_vg_core_enter(void);
 TS_HIDDEN void _ts_vg_core_leave(void);
-/* A thread of the allocator's own (the purge thread): never routed. */
-TS_HIDDEN void _ts_vg_core_internal_thread(void);
 
 #endif

@@ -7,10 +7,12 @@
  * own calls are not routed again) and back out after, keeping any change
  * (first heap, heap gone at thread exit).
  *
- * Blocks the core hands out while inside (to libc, for a thread it starts or
- * a key it arms) are plain blocks, block boundaries or large-block starts,
- * unlike the layer's: their free, realloc and usable size go to the core as
- * they are.
+ * Blocks the core hands out while inside (to libc, for a key it arms) are
+ * plain blocks, block boundaries or large-block starts, unlike the layer's:
+ * their free, realloc and usable size go to the core as they are. The purge
+ * thread is turned off (TSALLOC_PURGE_THREAD=0: its work runs on the slow
+ * paths): started from inside, its thread's libc blocks would be plain
+ * blocks in memory memcheck holds NOACCESS.
  *
  * Invariant: outside the swap, the thread's TLS heap is the empty heap;
  * inside it, vg_inside is set. Only the owning thread touches its TLS. No
@@ -21,6 +23,7 @@
 #include "core/fastpath.h"
 #include "core/internal.h"
 #include "designs/design.h"
+#include "tsalloc.h"
 
 TS_DESIGN_DECLARE(core)
 
@@ -73,11 +76,16 @@ static bool plain_block(const void *p) {
     }
 }
 
-bool _ts_vg_core_routes(void) {
-    return ts_vg_active() && !vg_inside;
+bool _ts_vg_core_outside(void) {
+    return !vg_inside;
 }
 
 void *_ts_vg_core_alloc(size_t size, size_t align, bool zero) {
+    static _Atomic int purge_thread_off;
+    if (!atomic_load_explicit(&purge_thread_off, memory_order_relaxed)) {
+        atomic_store_explicit(&purge_thread_off, 1, memory_order_relaxed);
+        (void)ts_option_set("purge_thread", 0);
+    }
     return _ts_vg_alloc(&backend, size, align, zero);
 }
 
@@ -113,7 +121,7 @@ size_t _ts_vg_core_usable(const void *p) {
 }
 
 bool _ts_vg_core_enter(void) {
-    if (!_ts_vg_core_routes()) return false;
+    if (!ts_vg_core_routes()) return false;
     _ts_vg_quiet(true);
     swap_in();
     return true;
@@ -122,9 +130,4 @@ bool _ts_vg_core_enter(void) {
 void _ts_vg_core_leave(void) {
     swap_out();
     _ts_vg_quiet(false);
-}
-
-void _ts_vg_core_internal_thread(void) {
-    if (!ts_vg_active()) return;
-    vg_inside = 1;
 }

@@ -17,6 +17,9 @@
  * Failures abort with "tsalloc: ts_heap_check(): <what>" (_ts_fatal, which
  * does not allocate); nothing here allocates.
  *
+ * The checked build also checks a segment's pages against its free mask at
+ * each page taken or given back (under the segment lock).
+ *
  * Lock order: check_lock, then the pool lock (the heap walk), then the
  * registry lock and one segment spinlock at a time, then the large-table
  * stripes one at a time.
@@ -178,6 +181,21 @@ static void check_page(const ts_segment_t *seg, const ts_page_t *page) {
              (const void *)owner);
 }
 
+void _ts_check_segment_locked(const ts_segment_t *seg, const char *where) {
+    unsigned in_use = 0;
+    for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+        bool free_bit = (seg->free_mask >> i) & 1;
+        bool used = ts_page_state(&seg->pages[i]) == TS_PAGE_IN_USE;
+        if (free_bit == used)
+            _ts_fatal("%s: page %u of segment %p is %s but %s its free mask", where, i,
+                      (const void *)seg, used ? "in use" : "free", free_bit ? "in" : "not in");
+        in_use += used;
+    }
+    if (seg->used_pages != in_use)
+        _ts_fatal("%s: segment %p counts %u pages in use, its pages say %u", where,
+                  (const void *)seg, seg->used_pages, in_use);
+}
+
 static unsigned shift_of_kind(unsigned kind) {
     return kind == TS_KIND_SMALL    ? TS_SHIFT_SMALL
            : kind == TS_KIND_MEDIUM ? TS_SHIFT_MEDIUM
@@ -210,25 +228,10 @@ static void check_segment(ts_segment_t *seg, void *arg) {
     if (seg->first_page >= seg->page_count || seg->page_count > TS_MAX_PAGES)
         FAIL("segment %p lays out pages %u to %u", s, seg->first_page, seg->page_count);
     ts_spin_lock(&seg->lock);
-    unsigned in_use = 0;
-    for (unsigned i = seg->first_page; i < seg->page_count; i++) {
-        const ts_page_t *page = &seg->pages[i];
-        bool free_bit = (seg->free_mask >> i) & 1;
-        bool used = ts_page_state(page) == TS_PAGE_IN_USE;
-        if (free_bit == used) {
-            ts_spin_unlock(&seg->lock);
-            FAIL("page %u of segment %p is %s but %s its free mask", i, s, used ? "in use" : "free",
-                 free_bit ? "in" : "not in");
-        }
-        if (used) {
-            in_use++;
-            check_page(seg, page);
-        }
-    }
-    uint32_t counted = seg->used_pages;
+    _ts_check_segment_locked(seg, "ts_heap_check()");
     ts_spin_unlock(&seg->lock);
-    if (counted != in_use)
-        FAIL("segment %p counts %u pages in use, its pages say %u", s, counted, in_use);
+    for (unsigned i = seg->first_page; i < seg->page_count; i++)
+        if (ts_page_state(&seg->pages[i]) == TS_PAGE_IN_USE) check_page(seg, &seg->pages[i]);
 }
 
 static bool seg_known(uintptr_t seg) {

@@ -357,6 +357,8 @@ TS_HIDDEN uint32_t _ts_check_page_list(const ts_page_t *page, const char *where)
 /* A page being retired has every block it carved back: on its list, or
  * `used` of them taken back from its thread_free. */
 TS_HIDDEN void _ts_check_page_retire(const ts_page_t *page);
+/* Segment lock held: its free mask, its page states and used_pages agree. */
+TS_HIDDEN void _ts_check_segment_locked(const ts_segment_t *seg, const char *where);
 /* The heap's queues, full list and their pages' lists and counts (owner). */
 TS_HIDDEN void _ts_check_heap(const ts_heap_t *heap, const char *where);
 

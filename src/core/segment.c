@@ -265,6 +265,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
         dirtied = _ts_huge_half_taken(seg, 1);
     }
     seg->used_pages++;
+    if (TS_CHECKED) _ts_check_segment_locked(seg, "segment page alloc");
     ts_spin_unlock(&seg->lock);
     if (was_dirty)
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
@@ -332,6 +333,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     page->purge_refusals = 0;
     seg->free_mask |= bit;
     seg->used_pages--;
+    if (TS_CHECKED) _ts_check_segment_locked(seg, "segment page free");
     unsigned used_pages = seg->used_pages;
     if (!clean) {
         atomic_fetch_add(&_ts_stats.dirty, page->area);

@@ -120,6 +120,15 @@ static void count_off(void *arg) {
     ts_heap_check();
 }
 
+static void *volatile escaped; /* malloc's result, seen to escape */
+
+static void segment_count_off(void *arg) {
+    (void)arg;
+    escaped = malloc(16);
+    ts_segment_of(escaped)->used_pages++;
+    ts_heap_check();
+}
+
 static void map_stray(void *arg) {
     (void)arg;
     free(malloc(16)); /* initialised */
@@ -173,6 +182,8 @@ int main(void) {
              ((size_t)(uintptr_t)bogus >> TS_SEGMENT_SHIFT) + 1,
              (void *)((((uintptr_t)bogus >> TS_SEGMENT_SHIFT) + 1) << TS_SEGMENT_SHIFT));
     expect(map_stray, NULL, want, "a segment map entry without a segment");
+    expect(segment_count_off, NULL, "tsalloc: ts_heap_check(): segment ",
+           "a segment's page count that disagrees with its pages");
     if (TS_CHECKED) {
         expect(checked_link, NULL, "tsalloc: assertion failed: ts_block_marked(page, block)",
                "checked build: malloc reaching a stray link");

@@ -98,16 +98,20 @@ if(TARGET tsd_core)
       set(_env "UBSAN_OPTIONS=halt_on_error=1:exitcode=66:print_stacktrace=1")
     endif()
     set(_flags -fsanitize=${san} -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g)
-    add_executable(core_${_short} ${PROJECT_SOURCE_DIR}/tests/stress/core_tsan.c ${_san_core}
-                   ${_san_platform})
+    # The core built once per sanitizer, for both programs.
+    add_library(ts_core_${_short} OBJECT ${_san_core} ${_san_platform})
+    add_executable(core_${_short} ${PROJECT_SOURCE_DIR}/tests/stress/core_tsan.c
+                   $<TARGET_OBJECTS:ts_core_${_short}>)
     add_executable(fuzz_replay_${_short} ${_fz}/fuzz_replay.c ${_fz}/fuzz_harness.c
-                   ${_fz}/fuzz_design.c ${_san_core} ${_san_platform})
+                   ${_fz}/fuzz_design.c $<TARGET_OBJECTS:ts_core_${_short}>)
     target_compile_definitions(fuzz_replay_${_short} PRIVATE TS_DESIGN=core
                                TS_DESIGN_NAME="tsalloc")
-    foreach(t core_${_short} fuzz_replay_${_short})
+    foreach(t ts_core_${_short} core_${_short} fuzz_replay_${_short})
       target_include_directories(${t} PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOURCE_DIR}/src
                                               ${PROJECT_SOURCE_DIR}/include)
       target_compile_options(${t} PRIVATE ${_flags} ${TS_LIB_C_FLAGS})
+    endforeach()
+    foreach(t core_${_short} fuzz_replay_${_short})
       target_link_options(${t} PRIVATE -fsanitize=${san})
       target_link_libraries(${t} PRIVATE Threads::Threads)
     endforeach()

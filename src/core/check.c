@@ -9,9 +9,10 @@
  *   used_pages, each page in use (class, geometry, counts, owner heap live);
  * - each large block: its chunks marked large in the map;
  * - the calling thread's heap: its queues (links, class, owner, installed
- *   head) and full list, and on each page the free list (inside the page, on
- *   block boundaries, each block once and carrying its free mark) and the
- *   count against it. Other threads' lists change under a walk: they are
+ *   head) and full list, and on each page of its queues the free list (inside
+ *   the page, on block boundaries, each block once and carrying its free
+ *   mark) and the count against it (full pages may be held by the purge
+ *   thread, rescue.c). Other threads' lists change under a walk: they are
  *   checked by their own threads, at their transitions in the checked build.
  *
  * Failures abort with "tsalloc: ts_heap_check(): <what>" (_ts_fatal, which
@@ -103,7 +104,9 @@ static void check_heap_page(const ts_heap_t *heap, const ts_page_t *page, unsign
     if (full != (page->in_full != 0))
         _ts_fatal("%s: page %p is %s the full list but says otherwise", where, (const void *)page,
                   full ? "in" : "out of");
-    if (atomic_load_explicit(&page->rescued, memory_order_relaxed)) return; /* purged */
+    /* A full page's count and list are the purge thread's to change while it
+     * holds the page claimed (rescue.c): only the queues' pages are walked. */
+    if (full || atomic_load_explicit(&page->rescued, memory_order_relaxed)) return;
     check_page_count(page, _ts_check_page_list(page, where), where);
 }
 

@@ -101,20 +101,24 @@ static void mark_gone(void *arg) {
     ts_heap_check();
 }
 
-/* The first page of 1 KiB blocks, once full (in the full list: its count exact). */
-static ts_page_t *full_page(void **blocks, int *n) {
+/* The first page of 1 KiB blocks, filled, then given one block back: in
+ * its class's queue behind the head, so its count is exact. blocks[0 .. n-1]
+ * are its blocks, blocks[0] the one freed. */
+static ts_page_t *queued_page(void **blocks, int *n) {
     blocks[0] = malloc(1024);
     ts_page_t *page = ts_small_page_of(blocks[0]);
     *n = 1;
-    while (ts_small_page_of(blocks[*n - 1] = malloc(1024)) == page) (*n)++;
+    while (ts_small_page_of(blocks[*n] = malloc(1024)) == page) (*n)++;
     CHECK(page->in_full && !page->is_head);
+    free(blocks[0]);
+    CHECK(!page->in_full && !page->is_head && page->used == (uint32_t)*n - 1);
     return page;
 }
 
 static void count_off(void *arg) {
     void *blocks[128];
     int n;
-    ts_page_t *page = full_page(blocks, &n);
+    ts_page_t *page = queued_page(blocks, &n);
     (void)arg;
     page->used--;
     ts_heap_check();
@@ -152,10 +156,10 @@ static void checked_link(void *arg) {
 static void checked_count(void *arg) {
     void *blocks[128];
     int n;
-    ts_page_t *page = full_page(blocks, &n);
+    ts_page_t *page = queued_page(blocks, &n);
     (void)arg;
     page->used--;
-    for (int i = 0; i < n - 1; i++) free(blocks[i]);
+    for (int i = 1; i < n; i++) free(blocks[i]);
 }
 
 int main(void) {

@@ -6,6 +6,27 @@
 # and nothing for a clean program: linked with libtsalloc.a, preloaded with
 # each design, and with Valgrind's own malloc ([glibc], the reference).
 find_program(TS_VALGRIND valgrind)
+if(TS_VALGRIND)
+  # Valgrind must read what this compiler writes with -g (the flags of the
+  # top CMakeLists.txt: -gdwarf-4 with clang).
+  set(_probe ${CMAKE_CURRENT_BINARY_DIR}/vg_probe)
+  file(WRITE ${_probe}.c "#include <stdlib.h>\nint main(void) { free(malloc(1)); return 0; }\n")
+  set(_probe_flags -g)
+  if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+    set(_probe_flags "-g -gdwarf-4")
+  endif()
+  try_compile(_vg_probe_built ${_probe}.d SOURCES ${_probe}.c
+              CMAKE_FLAGS "-DCMAKE_C_FLAGS=${_probe_flags}" COPY_FILE ${_probe})
+  set(_vg_probe_rc 1)
+  if(_vg_probe_built)
+    execute_process(COMMAND ${TS_VALGRIND} -q --error-exitcode=1 ${_probe}
+                    RESULT_VARIABLE _vg_probe_rc OUTPUT_QUIET ERROR_QUIET)
+  endif()
+  if(NOT _vg_probe_rc EQUAL 0)
+    message(STATUS "valgrind cannot run a program built here with -g")
+    set(TS_VALGRIND "")
+  endif()
+endif()
 if(TS_VALGRIND AND TARGET tsalloc-tsalloc-static)
   add_executable(vg_program ${CMAKE_CURRENT_LIST_DIR}/vg_program.c)
   target_link_libraries(vg_program PRIVATE Threads::Threads)

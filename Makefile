@@ -11,6 +11,8 @@
 #   make soak     a long multi-threaded load on each design [SOAK_MINUTES=2 a design]
 #   make secure-report  heap-attack probes under glibc, the peers, Scudo [SCUDO=path],
 #                 tsalloc and tsalloc-secure: a caught/missed table (docs/secure.md)
+#   make debug    the checked build (-DTSALLOC_DEBUG=ON: every invariant
+#                 asserted) into build-debug/; make debug-test runs its tests
 BUILD     ?= build
 PREFIX    ?= /usr/local
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
@@ -18,7 +20,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 VENV      ?= .venv
 BENCH_ARGS ?=
 
-.PHONY: all build test bench install deb clean format venv fuzz soak secure-report
+.PHONY: all build test bench install deb clean format venv fuzz soak secure-report debug debug-test
 
 all: build
 
@@ -62,6 +64,17 @@ soak: build
 
 secure-report: build
 	tests/secure/secure_report.sh $(BUILD)
+# The checked build: a build folder of its own.
+DEBUG_BUILD ?= build-debug
+$(DEBUG_BUILD)/CMakeCache.txt:
+	cmake -S . -B $(DEBUG_BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DTSALLOC_DEBUG=ON
+
+debug: $(DEBUG_BUILD)/CMakeCache.txt
+	cmake --build $(DEBUG_BUILD) -j $(JOBS)
+
+debug-test: debug
+	cd $(DEBUG_BUILD) && env $$(env | sed -n 's/^\(TSALLOC_[A-Za-z0-9_]*\)=.*/-u \1/p') \
+	    ctest --output-on-failure -j $(JOBS) --timeout 600
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

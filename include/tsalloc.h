@@ -116,6 +116,41 @@ void ts_heap_stats(ts_heap_t *h, ts_heap_stats_t *out);
  * NULL to the next numbered name of TSALLOC_PROF_FILE. 0, or -1 with errno
  * set (ENOENT when the profiler does not run). */
 int ts_prof_dump(const char *path);
+/* Debugging (docs/debugging.md). */
+typedef enum ts_block_state {
+    TS_BLOCK_FOREIGN = 0, /* not tsalloc's memory, or NULL */
+    TS_BLOCK_LIVE,        /* inside a block handed out and not freed since */
+    TS_BLOCK_FREE,        /* inside a free block, or tsalloc memory holding none */
+    TS_BLOCK_METADATA     /* inside a segment's header (its page descriptors) */
+} ts_block_state_t;
+
+typedef struct ts_block_info {
+    const char *design; /* "tsalloc" */
+    ts_block_state_t state;
+    int size_class;      /* 0 .. 55; -1: a large block, or no block */
+    int large;           /* 1: a large block (a mapping of its own) */
+    void *start;         /* the block holding the pointer; NULL: none */
+    size_t usable;       /* its usable size */
+    size_t offset;       /* pointer - start */
+    const void *heap;    /* the heap owning its page; NULL: none (large, abandoned) */
+    unsigned heap_id;    /* that heap's number (ts-heaps in gdb); 0: none */
+    const void *segment; /* its 4 MiB segment; NULL for large blocks */
+} ts_block_info_t;
+
+/* What tsalloc knows of the memory at ptr: which block holds it, whether that
+ * block is live or free, its size class, usable size and owning heap. Any
+ * pointer is accepted (NULL, foreign, interior, freed): nothing is read that
+ * tsalloc did not map. Returns false, with out->state TS_BLOCK_FOREIGN, when
+ * ptr is not in tsalloc's memory. */
+bool ts_block_info(const void *ptr, ts_block_info_t *out);
+
+/* Check the allocator's structures: the segment map against the mapped
+ * segments, every segment's pages, every large block, and the calling
+ * thread's heap (its queues, and each of its pages' free lists and counts;
+ * other threads' lists change under a walk and are not followed). Aborts with
+ * "tsalloc: ts_heap_check(): ..." naming the first inconsistency found;
+ * returns when there is none. */
+void ts_heap_check(void);
 
 /* The version of the library, "MAJOR.MINOR.PATCH" (e.g. "0.6.0"). */
 const char *ts_version(void);

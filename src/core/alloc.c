@@ -7,6 +7,7 @@
  * called here after every lock has been released.
  */
 #include "core/internal.h"
+#include "core/valgrind.h"
 
 #include <errno.h>
 #include <string.h>
@@ -48,6 +49,7 @@ void *_ts_heap_alloc(ts_heap_t *heap, size_t size, size_t align, bool zero) {
 void *_ts_alloc_aligned(size_t size, size_t align, bool zero) {
     ts_heap_t *heap = _ts_tls_heap;
     if (ts_unlikely(heap->state != TS_HEAP_ACTIVE)) {
+        if (ts_vg_core_routes()) return _ts_vg_core_alloc(size, align, zero);
         if (heap == &_ts_heap_dead || _ts_thread_start_shared()) {
             void *p = _ts_shared_alloc(size, align, zero);
             ts_purge_safe_point();

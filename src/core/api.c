@@ -8,6 +8,7 @@
 #include "core/fastpath.h"
 #include "core/internal.h"
 #include "core/prof.h"
+#include "core/valgrind.h"
 
 #include <errno.h>
 #include <string.h>
@@ -45,6 +46,7 @@ void *_ts_core_realloc(void *p, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
+    if (ts_vg_core_routes()) return _ts_vg_core_realloc(p, size);
     ts_page_t *page = NULL;
     size_t old;
     switch (_ts_locate(p, &page)) {

@@ -38,6 +38,7 @@
 
 /* Pop the head of a page's free list (not NULL). */
 TS_INLINE void *ts_pop(ts_page_t *page, ts_block_t *block) {
+    ts_assert(ts_block_marked(page, block)); /* checked build: a free block, not a stray link */
     ts_block_t *next = ts_link_get(page, block, "malloc");
     *ts_mark_word(block) = 0;
     page->free = next;

@@ -18,6 +18,7 @@
  */
 #include "core/internal.h"
 #include "core/prof.h"
+#include "core/valgrind.h"
 
 int _ts_locate(const void *p, ts_page_t **page) {
     uintptr_t u = (uintptr_t)p;
@@ -40,6 +41,7 @@ size_t _ts_block_usable(const ts_page_t *page, const void *p, const char *func) 
 }
 
 size_t _ts_usable_checked(const void *p, const char *func) {
+    if (ts_vg_core_routes()) return _ts_vg_core_usable(p);
     ts_page_t *page = NULL;
     switch (_ts_locate(p, &page)) {
     case TS_PTR_FOREIGN:
@@ -280,6 +282,7 @@ void _ts_free_other(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
 
 void _ts_free_slow(void *p) {
     if (!p) return;
+    if (ts_vg_active() && _ts_vg_core_free(p)) return;
     ts_page_t *page = NULL;
     switch (_ts_locate(p, &page)) {
     case TS_PTR_FOREIGN:

@@ -17,6 +17,7 @@
  * yield) -> 2, and nothing during 1 allocates or waits for another thread.
  */
 #include "core/internal.h"
+#include "core/valgrind.h"
 
 #include "base/thread_exit.h"
 
@@ -36,8 +37,7 @@ uint64_t _ts_new_mark_key(void) {
 static _Atomic int ctor_done;
 static ts_thread_exit_t heap_exit;
 
-static void thread_exit(void *arg) {
-    ts_heap_t *heap = arg;
+static void thread_exit_heap(ts_heap_t *heap) {
     /* A heap made after glibc cleared this thread's keys (its first allocator
      * call came from glibc's stack cache, after the destructors) stays in the
      * thread-specific data of the cached stack and reaches the next thread
@@ -45,8 +45,15 @@ static void thread_exit(void *arg) {
      * heaps of dead threads are found through their robust mutex. */
     if (heap != _ts_tls_heap) return;
     _ts_tls_heap = &_ts_heap_dead; /* later allocations: the shared heap */
+    if (TS_CHECKED && heap) _ts_check_heap(heap, "thread exit");
     if (heap && heap->state == TS_HEAP_ACTIVE) _ts_heap_thread_exit(heap);
     ts_purge_safe_point();
+}
+
+static void thread_exit(void *arg) {
+    bool vg = _ts_vg_core_enter(); /* under Valgrind the real heap is set aside */
+    thread_exit_heap(arg);
+    if (vg) _ts_vg_core_leave();
 }
 
 static TS_NOINLINE void process_init_slow(void) {

@@ -286,6 +286,9 @@ TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
 TS_HIDDEN unsigned _ts_segments_sweep(const ts_sweep_set_t *set); /* the sweep's walk */
 TS_HIDDEN void _ts_segments_count(size_t *total, size_t *owned);
 TS_HIDDEN size_t _ts_segments_reserved(void); /* reserved, not yet handed out (tests) */
+/* fn for every mapped segment, then fn(NULL), all under the registry lock
+ * (debugging). */
+TS_HIDDEN void _ts_segments_visit(void (*fn)(ts_segment_t *seg, void *arg), void *arg);
 TS_HIDDEN void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]);
 TS_HIDDEN void _ts_registry_atfork_prepare(void);
 TS_HIDDEN void _ts_registry_atfork_parent(void);
@@ -347,6 +350,11 @@ TS_HIDDEN void _ts_abandoned_atfork_child(void);
 TS_HIDDEN void *_ts_large_alloc(size_t size, size_t align, bool zero);
 TS_HIDDEN void _ts_large_free(void *p, const char *func);
 TS_HIDDEN size_t _ts_large_usable(const void *p, const char *func);
+/* For debugging (walks of the table): the large block holding p, its start
+ * and mapped size; 1 a live block, 2 a free region in the cache, 0 none. */
+TS_HIDDEN int _ts_large_find(const void *p, uintptr_t *start, size_t *size);
+/* fn for every live large block, under its table stripe's lock. */
+TS_HIDDEN void _ts_large_visit(void (*fn)(uintptr_t start, size_t size, void *arg), void *arg);
 TS_HIDDEN void *_ts_large_realloc(void *p, size_t size);
 /* Large blocks of ts_heap_new's heaps (heapapi.c): `heap` owns live large
  * block p, just allocated; every block it owns is freed (destroy) or let go
@@ -360,6 +368,20 @@ TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
 TS_HIDDEN void _ts_large_atfork_prepare(void);
 TS_HIDDEN void _ts_large_atfork_parent(void);
 TS_HIDDEN void _ts_large_atfork_child(void);
+
+/* ---- check.c ------------------------------------------------------------- */
+
+/* Owner thread: the length of the page's free list, each block on it in the
+ * page's carved blocks, on a boundary, once, with its free mark; else abort
+ * naming `where`. */
+TS_HIDDEN uint32_t _ts_check_page_list(const ts_page_t *page, const char *where);
+/* A page being retired has every block it carved back: on its list, or
+ * `used` of them taken back from its thread_free. */
+TS_HIDDEN void _ts_check_page_retire(const ts_page_t *page);
+/* Segment lock held: its free mask, its page states and used_pages agree. */
+TS_HIDDEN void _ts_check_segment_locked(const ts_segment_t *seg, const char *where);
+/* The heap's queues, full list and their pages' lists and counts (owner). */
+TS_HIDDEN void _ts_check_heap(const ts_heap_t *heap, const char *where);
 
 /* ---- purge.c ------------------------------------------------------------- */
 

@@ -513,6 +513,46 @@ static TS_NORETURN void not_large(const void *p, const char *func) {
     _ts_invalid_pointer(func, p);
 }
 
+int _ts_large_find(const void *p, uintptr_t *start, size_t *size) {
+    uintptr_t u = (uintptr_t)p;
+    for (unsigned i = 0; i < STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        bool found = false;
+        pthread_mutex_lock(&s->lock);
+        for (size_t j = 0; j < s->cap && !found; j++) {
+            large_entry_t *e = &s->slots[j];
+            if (e->ptr && u >= e->ptr && u - e->ptr < e->size) {
+                *start = e->ptr;
+                *size = e->size;
+                found = true;
+            }
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (found) return 1;
+    }
+    int found = 0;
+    pthread_mutex_lock(&lcache_lock);
+    for (unsigned i = 0; i < lcache_n && !found; i++) {
+        if (u >= lcache[i].base && u - lcache[i].base < lcache[i].size) {
+            *start = lcache[i].base;
+            *size = lcache[i].size;
+            found = 2;
+        }
+    }
+    pthread_mutex_unlock(&lcache_lock);
+    return found;
+}
+
+void _ts_large_visit(void (*fn)(uintptr_t start, size_t size, void *arg), void *arg) {
+    for (unsigned i = 0; i < STRIPES; i++) {
+        stripe_t *s = &stripes[i];
+        pthread_mutex_lock(&s->lock);
+        for (size_t j = 0; j < s->cap; j++)
+            if (s->slots[j].ptr) fn(s->slots[j].ptr, s->slots[j].size, arg);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
 void _ts_large_free(void *p, const char *func) {
     stripe_t *s = stripe_of((uintptr_t)p);
     pthread_mutex_lock(&s->lock);
@@ -524,6 +564,9 @@ void _ts_large_free(void *p, const char *func) {
     size_t size = e->size;
     uint64_t origin = e->origin;
     ts_heap_t *heap = e->heap;
+    ts_assert(size % OS_PAGE == 0 && (uintptr_t)p % OS_PAGE == 0);
+    ts_assert(atomic_load_explicit(&_ts_segmap[(uintptr_t)p >> TS_SEGMENT_SHIFT],
+                                   memory_order_relaxed) == TS_MAP_LARGE);
     table_remove(s, e);
     pthread_mutex_unlock(&s->lock);
     if (heap) { /* a heap's (heapapi.c), live: destroying it with frees running is an error */

@@ -86,6 +86,7 @@ static void head_release(ts_heap_t *heap, ts_page_t *page) {
     page->is_head = 0;
     page->used = page->capacity - chain_length(page);
     ts_assert(page->used <= page->capacity);
+    if (TS_CHECKED) (void)_ts_check_page_list(page, "page release");
     atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
 }
 
@@ -391,6 +392,7 @@ static void page_release(ts_heap_t *heap, ts_page_t *page) {
 
 /* used == 0: hand the page back to its segment. */
 void _ts_page_retire(ts_heap_t *heap, ts_page_t *page) {
+    if (TS_CHECKED) _ts_check_page_retire(page);
     if (page->in_full) {
         list_unlink(&heap->full, page);
         page->in_full = 0;
@@ -615,7 +617,7 @@ void _ts_pages_collect(ts_heap_t *heap, bool force) {
             if (page->is_head) head_release(heap, page); /* used is exact again; installed below */
             /* Every block handed out came back: retire it. */
             if (ts_page_take_all_back(page)) {
-                page->used = 0;
+                /* `used` stays the count taken back (page_release zeroes it) */
                 _ts_page_retire(heap, page); /* `next` stays queued */
             }
             page = next;

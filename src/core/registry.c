@@ -19,6 +19,7 @@
  * then the reserve lock (a leaf).
  */
 #include "core/internal.h"
+#include "core/valgrind.h"
 
 _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
 
@@ -85,6 +86,8 @@ ts_segment_t *_ts_segment_map_new(bool huge_first_half) {
 #if TS_SECURE
     _ts_secure_segment_guard(seg);
 #endif
+    if (ts_vg_active()) /* free memory until handed out */
+        _ts_vg_noaccess((char *)seg + TS_SEGMENT_HEADER, TS_SEGMENT_SIZE - TS_SEGMENT_HEADER);
     pthread_mutex_lock(&registry_lock);
     seg->reg_next = registry;
     if (registry) registry->reg_prev = seg;
@@ -105,9 +108,10 @@ void _ts_segment_unmap(ts_segment_t *seg) {
     else
         registry = seg->reg_next;
     if (seg->reg_next) seg->reg_next->reg_prev = seg->reg_prev;
-    pthread_mutex_unlock(&registry_lock);
+    /* Under the lock: a registry walk never sees a map entry without its segment. */
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], TS_MAP_NONE,
                           memory_order_release);
+    pthread_mutex_unlock(&registry_lock);
     size_t resident = HEADER_TOUCHED;
     uint64_t dirty = atomic_load(&seg->dirty_mask);
     for (unsigned i = 0; i < TS_MAX_PAGES; i++)
@@ -207,6 +211,13 @@ TS_RACY_READER void _ts_segments_live(uint64_t live[TS_CLASS_COUNT]) {
             if (used > pending && page->cls < TS_CLASS_COUNT) live[page->cls] += used - pending;
         }
     }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void _ts_segments_visit(void (*fn)(ts_segment_t *seg, void *arg), void *arg) {
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) fn(seg, arg);
+    fn(NULL, arg);
     pthread_mutex_unlock(&registry_lock);
 }
 

@@ -268,6 +268,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
         dirtied = _ts_huge_half_taken(seg, 1);
     }
     seg->used_pages++;
+    if (TS_CHECKED) _ts_check_segment_locked(seg, "segment page alloc");
     ts_spin_unlock(&seg->lock);
     ts_heap_pages_grew(heap, page->area);
     if (was_dirty)
@@ -338,6 +339,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     page->purge_refusals = 0;
     seg->free_mask |= bit;
     seg->used_pages--;
+    if (TS_CHECKED) _ts_check_segment_locked(seg, "segment page free");
     unsigned used_pages = seg->used_pages;
     if (!clean) {
         atomic_fetch_add(&_ts_stats.dirty, page->area);

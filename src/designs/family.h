@@ -22,33 +22,39 @@
 
 _TS_D_DECLARE(TS_DESIGN)
 
+/* The design function each helper calls: the design's own unless the
+ * includer routes them (the override shim adds Valgrind support). */
+#ifndef TS_FAMILY_FN
+#define TS_FAMILY_FN(fn) _TS_D(fn)
+#endif
+
 static inline void *ts_family_calloc(size_t count, size_t size) {
     size_t total;
     if (ts_unlikely(__builtin_mul_overflow(count, size, &total))) {
         errno = ENOMEM;
         return NULL;
     }
-    return _TS_D(calloc)(total);
+    return TS_FAMILY_FN(calloc)(total);
 }
 
 static inline void *ts_family_realloc(void *ptr, size_t size) {
-    if (ptr == NULL) return _TS_D(malloc)(size);
+    if (ptr == NULL) return TS_FAMILY_FN(malloc)(size);
     if (size == 0) { /* glibc: free and return NULL */
-        _TS_D(free)(ptr);
+        TS_FAMILY_FN(free)(ptr);
         return NULL;
     }
-    return _TS_D(realloc)(ptr, size);
+    return TS_FAMILY_FN(realloc)(ptr, size);
 }
 
 /* Any alignment; a non-power of two is rounded up, as glibc's memalign does. */
 static inline void *ts_family_memalign(size_t align, size_t size) {
-    if (align <= TS_MIN_ALIGN) return _TS_D(malloc)(size);
+    if (align <= TS_MIN_ALIGN) return TS_FAMILY_FN(malloc)(size);
     if (align > SIZE_MAX / 2 + 1) {
         errno = EINVAL;
         return NULL;
     }
     if (!ts_is_pow2(align)) align = (size_t)1 << (64 - __builtin_clzl(align));
-    return _TS_D(memalign)(align, size);
+    return TS_FAMILY_FN(memalign)(align, size);
 }
 
 static inline void *ts_family_aligned_alloc(size_t align, size_t size) {

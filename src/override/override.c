@@ -11,6 +11,8 @@
  *   aligned_alloc and posix_memalign reject it with EINVAL.
  * - Lock order at fork: every design lock, then the OS layer's sbrk lock.
  */
+#include "override/shim_vg.h"
+
 #include "designs/family.h"
 
 #include <errno.h>
@@ -35,10 +37,10 @@
 #include TS_DESIGN_INLINE_HEADER
 #endif
 #ifndef TS_DESIGN_MALLOC_INLINE
-#define TS_DESIGN_MALLOC_INLINE _TS_D(malloc)
+#define TS_DESIGN_MALLOC_INLINE TS_FAMILY_FN(malloc)
 #endif
 #ifndef TS_DESIGN_FREE_INLINE
-#define TS_DESIGN_FREE_INLINE _TS_D(free)
+#define TS_DESIGN_FREE_INLINE TS_FAMILY_FN(free)
 #endif
 
 /* The heap profiler of the fast allocator (TS_DESIGN_PROF, core/prof.h):
@@ -51,6 +53,32 @@
 #else
 #define TS_PROF_HOOK(fn, ...) (void)0
 #endif
+
+#ifndef TS_DESIGN_INLINE_HEADER
+static void *shim_vg_alloc(size_t size, size_t align, bool zero) {
+    if (zero) return _TS_D(calloc)(size);
+    return align ? _TS_D(memalign)(align, size) : _TS_D(malloc)(size);
+}
+static size_t shim_vg_usable(const void *block) {
+    return _TS_D(usable_size)(block);
+}
+const ts_vg_backend_t _ts_shim_vg = {shim_vg_alloc, _TS_D(free), shim_vg_usable};
+#endif
+
+/* Walks of the design's free memory, which memcheck must not report. */
+static int design_trim(size_t pad) {
+    bool vg = ts_vg_active();
+    if (vg) _ts_vg_quiet(true);
+    int r = _TS_D(trim)(pad);
+    if (vg) _ts_vg_quiet(false);
+    return r;
+}
+static void design_info(ts_heap_info_t *info) {
+    bool vg = ts_vg_active();
+    if (vg) _ts_vg_quiet(true);
+    _TS_D(info)(info);
+    if (vg) _ts_vg_quiet(false);
+}
 
 #if __has_attribute(copy) /* gcc 9+: the alias gets the target's attributes */
 #define TS_ALIAS(name) __attribute__((alias(#name), copy(name), visibility("default")))
@@ -131,11 +159,11 @@ void *pvalloc(size_t size) {
 }
 
 size_t malloc_usable_size(void *ptr) {
-    return ptr ? _TS_D(usable_size)(ptr) : 0;
+    return ptr ? TS_FAMILY_FN(usable_size)(ptr) : 0;
 }
 
 int malloc_trim(size_t pad) {
-    return _TS_D(trim)(pad);
+    return design_trim(pad);
 }
 
 /* Parameters are accepted and ignored (tsalloc is tuned by TSALLOC_* options). */
@@ -159,7 +187,7 @@ int mallopt(int param, int value) {
 
 struct mallinfo2 mallinfo2(void) {
     ts_heap_info_t info = {0};
-    _TS_D(info)(&info);
+    design_info(&info);
     struct mallinfo2 mi = {0};
     mi.arena = info.arena;
     mi.ordblks = info.free ? 1 : 0;
@@ -191,7 +219,7 @@ struct mallinfo mallinfo(void) {
 /* Like glibc's malloc_stats: a short summary on stderr, without allocating. */
 void malloc_stats(void) {
     ts_heap_info_t info = {0};
-    _TS_D(info)(&info);
+    design_info(&info);
     char buf[512];
     int n = _ts_format(buf, sizeof buf,
                        "tsalloc (%s)\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
@@ -206,7 +234,7 @@ void malloc_stats(void) {
 int malloc_info(int options, FILE *fp) {
     if (options != 0) return EINVAL; /* as glibc: the error is the return value */
     ts_heap_info_t info = {0};
-    _TS_D(info)(&info);
+    design_info(&info);
     fprintf(fp,
             "<malloc version=\"1\" allocator=\"tsalloc-%s\">\n"
             "<heap nr=\"0\">\n<sizes>\n</sizes>\n"

@@ -23,6 +23,8 @@
 
 extern "C" {
 #include "base/malloc_family.h"
+#include "override/shim_vg.h"
+
 #include "designs/family.h"
 #if TS_SECURE
 TS_HIDDEN void _ts_secure_free_sized(void *ptr, size_t size); /* core/secure.c */
@@ -259,7 +261,7 @@ __attribute__((always_inline)) inline void *new_block(new_request r, new_form fo
         return new_profiled(r.size, r.align, form, nothrow, __builtin_return_address(0));
 #endif
     if (!r.aligned) {
-        void *p = _TS_D(malloc)(r.size);
+        void *p = TS_FAMILY_FN(malloc)(r.size);
         return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);
     }
     if (__builtin_expect(!ts_is_pow2(r.align), 0)) return bad_alignment(r.size, r.align, nothrow);
@@ -270,7 +272,7 @@ __attribute__((always_inline)) inline void *new_block(new_request r, new_form fo
 /* Every operator delete: the design's free; the size and alignment a form
  * passes are not needed. */
 template <class... Unused> inline void delete_block(void *ptr, const Unused &...) {
-    _TS_D(free)(ptr);
+    TS_FAMILY_FN(free)(ptr);
 }
 #if TS_SECURE
 /* The hardened build checks the size a sized delete passes (secure.c). */

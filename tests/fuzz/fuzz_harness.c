@@ -441,6 +441,9 @@ static int ref_trim(size_t pad) {
     return malloc_trim(pad);
 }
 static size_t ref_footprint(void) {
+#if defined(__SANITIZE_ADDRESS__) /* gcc's ASan */
+    return SIZE_MAX;
+#endif
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
     return SIZE_MAX; /* ASan's mallinfo2 is all zeros */

@@ -34,6 +34,7 @@
  * get_data_segment_size / get_data_segment_free_space_size that bestfit
  * defines identically (FIT_DEFINE_DATA_SEGMENT_API in fit_segments.h explains).
  */
+#include "base/valgrind.h"
 #include "base/lock.h"
 #include "base/thread_exit.h"
 #include "designs/bestfit/debug.h"
@@ -333,7 +334,7 @@ void _ts_bestfit_tls_info(ts_heap_info_t *info) {
 
 /* Thread exit: hand every free block of the dying thread to the orphan heap,
  * where they coalesce with what other exited threads left. */
-static void thread_exit(void *arg) {
+static void thread_exit_heap(void *arg) {
     ts_fit_thread_t *t = arg;
     if (t != &self || t->state != THREAD_LIVE) return;
     pthread_mutex_lock(&registry_lock);
@@ -350,6 +351,13 @@ static void thread_exit(void *arg) {
     if (t->next) t->next->prev = t->prev;
     t->state = THREAD_DEAD;
     pthread_mutex_unlock(&registry_lock);
+}
+
+/* It walks free blocks, which memcheck sees as NOACCESS (base/valgrind.h). */
+static void thread_exit(void *arg) {
+    _ts_vg_quiet(true);
+    thread_exit_heap(arg);
+    _ts_vg_quiet(false);
 }
 
 void _ts_bestfit_tls_atfork_prepare(void) {

@@ -17,6 +17,7 @@
  * Lock order: arenas_lock only (creating an arena, and fork). It is never held
  * while an arena's data is touched.
  */
+#include "base/valgrind.h"
 #include "base/thread_exit.h"
 #include "designs/bins/bins.h"
 
@@ -115,13 +116,20 @@ bool _ts_bins_arena_tidy(ts_bins_arena_t *a, bool purge) {
 
 /* The key destructor: the thread is exiting; give its arena back. Later
  * frees from this thread are remote frees; later mallocs borrow an arena. */
-static void thread_exit(void *value) {
+static void thread_exit_heap(void *value) {
     ts_bins_arena_t *a = value;
     if (a != _ts_bins_tls_arena) return;
     _ts_bins_tls_arena = NULL;
     thread_exited = true;
     _ts_bins_arena_tidy(a, false);
     _ts_bins_arena_release(a);
+}
+
+/* It walks free blocks, which memcheck sees as NOACCESS (base/valgrind.h). */
+static void thread_exit(void *value) {
+    _ts_vg_quiet(true);
+    thread_exit_heap(value);
+    _ts_vg_quiet(false);
 }
 
 /* ---- process-wide operations --------------------------------------------- */

@@ -1,18 +1,19 @@
 /* bestfit-tls: large blocks freed by other live threads. THREADS threads stay
  * alive for the whole test and take turns (a barrier between turns, so the
  * order of every operation is fixed): in its turn a thread frees what its
- * neighbour allocated in the previous round (many small blocks and one of
- * 256 KiB-1 MiB, all owned by a live thread), then allocates small blocks and
- * one large block of its own. Live bytes stay below THREADS x (1 MiB + the
- * small ones), so the data segment must stay within a bound of that order.
- * A large block of another live thread must not join the freeing thread's
- * heap: there small requests carve it, and no heap holds a large fit again;
- * every large request then grows the data segment (about 1 MiB a turn: over
- * 100 MB after ROUNDS rounds). It goes to the orphan heap, where the next
- * large request of any thread finds it. Also checks that a small block of a
- * live owner still joins the freeing thread's heap, and a large one goes to
- * the orphan heap. Run with TSALLOC_BESTFIT_TRIM_THRESHOLD=-1: giving back the
- * top of the break would hide the growth. */
+ * neighbour allocated in the previous round (SMALL small blocks and maybe one
+ * of 256 KiB-1 MiB, all owned by a live thread), then allocates small blocks
+ * and, thread 0 every round and the others every fourth, a large one. Live
+ * bytes stay below THREADS x (1 MiB + the small ones), so the data segment
+ * must stay within twice that. A large block of another live thread must not
+ * join the freeing thread's heap: there small requests carve it, no heap
+ * holds a large fit again, and large requests grow the data segment (by
+ * 30.9 MB over the ROUNDS rounds). It goes to the orphan heap, where the next
+ * large request of any thread finds it (4.3 MB at most). Also checks that a
+ * small block of a live owner still joins the freeing thread's heap, and a
+ * large one goes to the orphan heap. Run with
+ * TSALLOC_BESTFIT_TRIM_THRESHOLD=-1: giving back the top of the break would
+ * hide the growth. */
 #include "bestfit_harness.h"
 
 #include <pthread.h>
@@ -84,7 +85,7 @@ static void *worker(void *arg) {
 
 /* ---- where a live owner's blocks go when another thread frees them ---- */
 static void *small_block, *large_block;
-static void *small_owner(void *arg) {
+static void *live_owner(void *arg) {
     (void)arg;
     large_block = api->malloc(200000);
     small_block = api->malloc(5000);
@@ -100,7 +101,7 @@ int main(void) {
      * heap; a large one goes to the orphans. */
     pthread_barrier_init(&turn, NULL, 2);
     pthread_t o;
-    CHECK(pthread_create(&o, NULL, small_owner, NULL) == 0);
+    CHECK(pthread_create(&o, NULL, live_owner, NULL) == 0);
     pthread_barrier_wait(&turn);
     const size_t small = bf_block_size_of(api, small_block);
     const size_t large = bf_block_size_of(api, large_block);
@@ -123,7 +124,7 @@ int main(void) {
     for (int i = 0; i < THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
     pthread_barrier_destroy(&turn);
 
-    /* Live at most: THREADS x (1 MiB + SMALL x 3000 B) = 4.8 MB. Bound: 2 x that. */
+    /* Live at most: THREADS x (1 MiB + SMALL blocks of <= 3016 B) = 4.96 MB. */
     size_t live_max = THREADS * ((size_t)(1 << 20) + SMALL * 3016);
     printf("data segment: %zu before, at most %zu (live at most %zu)\n", start, high, live_max);
     CHECK_MSG(high - start <= 2 * live_max,

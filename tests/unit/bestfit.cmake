@@ -36,6 +36,8 @@ if(TARGET tsalloc-classic-static)
           LIBS tsalloc-classic-static TIMEOUT 60 ENV TSALLOC_BESTFIT_TRIM_THRESHOLD=-1)
   ts_test(bestfit_tls_churn SOURCES ${CMAKE_CURRENT_LIST_DIR}/bestfit_tls_churn.c
           LIBS tsalloc-classic-static TIMEOUT 60)
+  ts_test(bestfit_tls_large SOURCES ${CMAKE_CURRENT_LIST_DIR}/bestfit_tls_large.c
+          LIBS tsalloc-classic-static TIMEOUT 60 ENV TSALLOC_BESTFIT_TRIM_THRESHOLD=-1)
 
   # The real break blocked by a mapping, under LD_PRELOAD of each design.
   add_executable(bestfit_brkblock ${CMAKE_CURRENT_LIST_DIR}/bestfit_brkblock.c)

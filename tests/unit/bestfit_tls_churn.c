@@ -74,6 +74,22 @@ int main(void) {
     api->tunables(&tun);
     CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), 0);
 
+    /* Live owner (first, while the orphan heap is empty, so that the owner's
+     * block comes from its own heap): a small block joins the heap of the
+     * thread that frees it. */
+    pthread_t t;
+    pthread_barrier_init(&step, NULL, 2);
+    pthread_create(&t, NULL, live_owner, NULL);
+    pthread_barrier_wait(&step);
+    size_t size = bf_block_size_of(api, live_block);
+    api->free(live_block);
+    CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), size);
+    pthread_barrier_wait(&step);
+    pthread_join(t, NULL);
+    void *mine = api->malloc(700); /* our own block now, from our heap */
+    CHECK(mine == live_block);
+    CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), 0);
+
     size_t after_warmup = 0, high = 0;
     for (int round = 0; round < ROUNDS; round++) {
         round_of_threads(round);
@@ -91,20 +107,6 @@ int main(void) {
     /* Bounded: a few grow chunks of slack, not a round's worth of kept blocks per round. */
     CHECK_MSG(high <= after_warmup + 4 * tun.grow_chunk,
               "data segment grew from %zu to %zu under churn", after_warmup, high);
-
-    /* Live owner: the block joins the heap of the thread that frees it. */
-    pthread_t t;
-    pthread_barrier_init(&step, NULL, 2);
-    pthread_create(&t, NULL, live_owner, NULL);
-    pthread_barrier_wait(&step);
-    size_t size = bf_block_size_of(api, live_block);
-    api->free(live_block);
-    CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), size);
-    pthread_barrier_wait(&step);
-    pthread_join(t, NULL);
-    void *mine = api->malloc(700); /* our own block now, from our heap */
-    CHECK(mine == live_block);
-    CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), 0);
 
     /* Dead owner, realloc by main: grown elsewhere, the old block to the orphans. */
     pthread_create(&t, NULL, short_lived, NULL);

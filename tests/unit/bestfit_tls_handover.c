@@ -3,7 +3,8 @@
  *   thread does not see it again, the freeing thread reuses it;
  * - an exiting thread hands all its free blocks to the orphan heap, exactly;
  * - a thread with no fit of its own takes its best fit from the orphans
- *   before growing the data segment;
+ *   before growing the data segment, and that block goes back to the orphans
+ *   when freed, even by the thread that took it;
  * - malloc and free after the thread's own exit hook ran use the orphan heap.
  * Run with TSALLOC_BESTFIT_TRIM_THRESHOLD=-1 so no block leaves through the top. */
 #include "bestfit_harness.h"
@@ -113,13 +114,25 @@ int main(void) {
     }
     BF_CHECK_HEAP(api);
 
-    /* A block belongs to the heap of the thread that frees it. */
+    /* A block belongs to the heap of the thread that frees it. The two
+     * threads must not take from the orphans (such blocks go back there), so
+     * main takes every orphan block first (exact fits), and returns them. */
+    void *drained[512];
+    CHECK(s.count <= 512);
+    const size_t drained_count = s.count;
+    for (size_t i = 0; i < drained_count; i++) {
+        drained[i] = api->malloc(s.blocks[i].size - 16);
+        CHECK(drained[i]);
+    }
+    CHECK_EQ(_ts_bestfit_tls_debug_orphan_free(), 0);
     pthread_t a, b;
     pthread_barrier_init(&step, NULL, 2);
     pthread_create(&a, NULL, owner_thread, NULL);
     pthread_create(&b, NULL, freer_thread, NULL);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
+    for (size_t i = 0; i < drained_count; i++) api->free(drained[i]); /* back to the orphans */
+    CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), 0);
     BF_CHECK_HEAP(api);
     orphan_bytes(&s);
     CHECK_EQ(s.bytes, _ts_bestfit_tls_debug_orphan_free());
@@ -130,15 +143,18 @@ int main(void) {
     for (size_t i = 0; i < s.count; i++)
         if (!largest || s.blocks[i].size > largest->size) largest = &s.blocks[i];
     const bf_free_t want = *largest;
+    const size_t want_total = s.bytes;
     CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), 0); /* main never used its heap */
     const size_t ds = get_data_segment_size();
     void *from_orphans = api->malloc(want.size - 16 - tun.min_split);
     CHECK(from_orphans);
     CHECK(bf_containing(&s, bf_block(from_orphans)) != NULL);
     CHECK_EQ(get_data_segment_size(), ds);
-    const size_t from_orphans_size = bf_block_size_of(api, from_orphans);
-    api->free(from_orphans); /* now in the main thread's heap */
-    CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), from_orphans_size);
+    /* It stays an orphans' block: freed, it goes back and coalesces there. */
+    api->free(from_orphans);
+    CHECK_EQ(_ts_bestfit_tls_debug_thread_free(), 0);
+    CHECK_EQ(orphan_bytes(&s), want_total);
+    CHECK(bf_find(&s, want.start) && bf_find(&s, want.start)->size == want.size);
     BF_CHECK_HEAP(api);
 
     /* Many threads come and go; the orphans coalesce what they leave. */

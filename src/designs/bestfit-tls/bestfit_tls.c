@@ -11,15 +11,21 @@
  *   measures the cost). A block whose owner has exited goes to the orphan
  *   heap instead, under orphan_lock: otherwise blocks of short-lived threads
  *   freed by a long-lived one pile up in its heap, unused, and the data
- *   segment grows with every generation of threads.
+ *   segment grows with every generation of threads. So does a block of
+ *   FIT_SHARED_MIN bytes or more freed by a thread other than its owner:
+ *   otherwise small requests of the freeing thread carve it, and large
+ *   requests of every thread grow the data segment.
  * - Heaps grow with sbrk (mmap when the break cannot grow) under grow_lock,
  *   which also guards the segment table that validates pointers (read
  *   lock-free).
  * - When a thread exits (pthread key destructor), its free blocks go to the
  *   orphan heap, under orphan_lock, and its id dies. A thread whose own heap
- *   has no fit takes its best fit from the orphan heap before growing. A
- *   thread that allocates or frees after its destructor ran works on the
- *   orphan heap directly, with owner 0 (never alive).
+ *   has no fit takes its best fit from the orphan heap before growing, with
+ *   owner 0 (never alive): whoever frees it returns it to the orphan heap,
+ *   where it coalesces again, instead of scattering the orphans' large free
+ *   blocks over the heaps of whoever frees their pieces. A thread that
+ *   allocates or frees after its destructor ran works on the orphan heap
+ *   directly, also with owner 0.
  * - registry lists the live threads' heaps, so that statistics can add up
  *   their free bytes; live_ids marks the live owner ids.
  *
@@ -75,6 +81,12 @@ static bool config_loaded;
 static ts_thread_exit_t exit_hook;
 
 static void thread_exit(void *arg);
+
+/* Blocks of at least this size that a thread frees for another live thread go
+ * to the orphan heap, where any thread's large request finds them: kept in the
+ * freeing thread's heap, small requests carve them and no heap holds a large
+ * fit again (docs/bestfit.md, "Large blocks under churn"). */
+#define FIT_SHARED_MIN ((size_t)128 << 10)
 
 static inline bool id_alive(unsigned id) {
     return (atomic_load_explicit(&live_ids[id / 64], memory_order_relaxed) >> (id % 64)) & 1;
@@ -182,19 +194,24 @@ static inline void leave(ts_fit_heap_t *h) {
 }
 
 /* Enter the heap that in-use block b goes back to: ours when we own it
- * (no lock) or its owner still lives; the orphans' when its owner exited. */
+ * (no lock), or when its owner still lives and it is below FIT_SHARED_MIN;
+ * the orphans' when its owner exited or it is another thread's large block. */
 static inline ts_fit_heap_t *enter_for(const ts_fit_block_t *b) {
     ts_fit_heap_t *h = my_heap();
     unsigned owner = fit_owner(b);
-    if (ts_likely(h != NULL) && (ts_likely(owner == self.id) || id_alive(owner))) return h;
+    if (ts_likely(h != NULL) &&
+        (ts_likely(owner == self.id) || (fit_used_size(b) < FIT_SHARED_MIN && id_alive(owner))))
+        return h;
     pthread_mutex_lock(&orphan_lock);
     return &orphans;
 }
 
+/* Own heap missed: the orphans' best fit (owner 0: it goes back to them when
+ * freed), else new memory for h. */
 static TS_NOINLINE ts_fit_block_t *take_slow(ts_fit_heap_t *h, size_t need, bool *clean) {
     if (h != &orphans && FIT_LOAD(orphans.free_bytes) >= need) {
         pthread_mutex_lock(&orphan_lock);
-        ts_fit_block_t *b = fit_take(&orphans, &config, need, self.id, clean);
+        ts_fit_block_t *b = fit_take(&orphans, &config, need, 0, clean);
         pthread_mutex_unlock(&orphan_lock);
         if (b) return b;
     }

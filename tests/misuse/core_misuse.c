@@ -17,12 +17,7 @@ static int failures;
 
 static void expect(void (*fn)(void *), void *arg, const char *fmt, const void *ptr,
                    const char *what) {
-    char want[160];
-    snprintf(want, sizeof want, fmt, ptr);
-    if (!ts_expect_abort(fn, arg, want)) {
-        fprintf(stderr, "  case: %s\n", what);
-        failures++;
-    }
+    failures += !ts_expect_abort_at(fn, arg, fmt, ptr, what);
 }
 
 static void do_free(void *p) {

@@ -179,6 +179,17 @@ static inline int ts_expect_abort(void (*fn)(void *), void *arg, const char *exp
     return 1;
 }
 
+/* ts_expect_abort with the message made from fmt and ptr (one %p); on a
+ * failure, also names the case. */
+static inline int ts_expect_abort_at(void (*fn)(void *), void *arg, const char *fmt,
+                                     const void *ptr, const char *what) {
+    char want[160];
+    snprintf(want, sizeof want, fmt, ptr);
+    if (ts_expect_abort(fn, arg, want)) return 1;
+    fprintf(stderr, "  case: %s\n", what);
+    return 0;
+}
+
 /* ---- a child that must end (core_exit, core_exit_dlopen) ----------------- */
 
 #define TS_EXIT_MARK "exit handlers ran"

@@ -9,13 +9,17 @@
  *
  * Cost when off: the shim's malloc tests _ts_prof_on (prof.h); free tests
  * nothing. When on, every malloc of the shim comes here, counts down and
- * calls the core; a sampled block is served as a large block (its own
- * mapping, at least one OS page), so its free leaves free's fast path for
- * the large-block path, where _ts_prof_forget drops its sample.
+ * calls the core; a sampled block is served as a large block (at least one
+ * OS page), so its free leaves free's fast path for the large-block path,
+ * where _ts_prof_free drops its sample and may keep the block for a later
+ * sample (the pool, below), and _ts_prof_forget drops it before a move.
  *
  * Invariants:
  * - A sampled block is a large block and is in the block table exactly while
  *   it is live (forgotten before the large-block free or move).
+ * - A pooled block is a large block still live for the large-block path,
+ *   in no table of the profiler but the pool's, and only the profiler's
+ *   lock guards it.
  * - Nothing under the lock allocates or takes another lock: tables grow with
  *   _ts_os_map; profiles are written with write(2) from a static buffer.
  * - A thread's `busy` flag stops sampling while the profiler itself may call

@@ -288,7 +288,7 @@ void _ts_free_slow(void *p) {
     case TS_PTR_FOREIGN:
         _ts_invalid_pointer("free", p);
     case TS_PTR_LARGE:
-        if (TS_PROF_ON()) _ts_prof_forget(p); /* a sampled block is a large one */
+        if (TS_PROF_ON() && _ts_prof_free(p)) return; /* a sampled block is a large one */
         _ts_large_free(p, "free");
         return;
     default:

@@ -9,13 +9,17 @@
  *
  * Cost when off: the shim's malloc tests _ts_prof_on (prof.h); free tests
  * nothing. When on, every malloc of the shim comes here, counts down and
- * calls the core; a sampled block is served as a large block (its own
- * mapping, at least one OS page), so its free leaves free's fast path for
- * the large-block path, where _ts_prof_forget drops its sample.
+ * calls the core; a sampled block is served as a large block (at least one
+ * OS page), so its free leaves free's fast path for the large-block path,
+ * where _ts_prof_free drops its sample and may keep the block for a later
+ * sample (the pool, below), and _ts_prof_forget drops it before a move.
  *
  * Invariants:
  * - A sampled block is a large block and is in the block table exactly while
  *   it is live (forgotten before the large-block free or move).
+ * - A pooled block is a large block still live for the large-block path,
+ *   in no table of the profiler but the pool's, and only the profiler's
+ *   lock guards it.
  * - Nothing under the lock allocates or takes another lock: tables grow with
  *   _ts_os_map; profiles are written with write(2) from a static buffer.
  * - A thread's `busy` flag stops sampling while the profiler itself may call
@@ -117,12 +121,15 @@ double _ts_prof_weight(size_t size, double rate) {
 /* ---- per thread ---- */
 
 typedef struct prof_tls {
-    uint64_t left; /* bytes to the next sample (0: not started) */
+    uint64_t left; /* a block of this many bytes or more is sampled */
     uint64_t rng;
     uintptr_t stack_lo, stack_hi; /* the thread's stack */
     void *ra;                     /* the current call's innermost frame */
     uintptr_t fp;                 /* its caller's frame pointer */
     uintptr_t ra_slot;            /* where the entry's return address lies */
+    size_t w_size;                /* the last sample's size and weight (0: none) */
+    double w;
+    bool started;
     bool busy;
 } prof_tls_t;
 
@@ -130,9 +137,18 @@ static TS_TLS prof_tls_t prof_tls;
 static _Atomic uint64_t thread_seq;
 static uint64_t seed;
 
+/* The countdown to the next sample. A block is sampled when its size
+ * reaches `left`; a gap of g bytes is left = g, so that malloc(0), not
+ * counted down, is never sampled at rates above 1 (its weight would be a
+ * whole gap's), and at rate 1 left = 0 samples every call, malloc(0) too.
+ * Keeps the fast countdown to a compare and a subtract. */
+static uint64_t next_left(prof_tls_t *t) {
+    return _ts_prof.rate <= 1 ? 0 : (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate);
+}
+
 static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
     if (t->busy) return false;
-    if (!t->left) { /* this thread's first call */
+    if (!t->started) { /* this thread's first call */
         uint64_t n = atomic_fetch_add_explicit(&thread_seq, 1, memory_order_relaxed) + 1;
         uint64_t s = seed ? seed + n * 0x9e3779b97f4a7c15ull : _ts_os_random();
         s ^= s >> 31;
@@ -145,20 +161,20 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
         t->ra = ra;
         t->fp = fp;
         t->ra_slot = ra_slot;
-        t->left = (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate);
+        t->started = true;
+        t->left = next_left(t);
         if (size < t->left) {
             t->left -= size;
             return false;
         }
     }
-    t->left = (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate);
+    t->left = next_left(t);
     return true;
 }
 
 /* Counts `size` bytes down; true when this allocation is to be sampled. */
 static inline bool take(uint64_t size) {
     prof_tls_t *t = &prof_tls;
-    size += !size; /* malloc(0) counts as one byte */
     if (ts_likely(size < t->left)) {
         t->left -= size;
         return false;
@@ -179,9 +195,60 @@ typedef struct prof_block {
     uintptr_t ptr; /* 0: empty */
     ts_prof_stack_t *stack;
     double objs, bytes;
+    size_t own; /* a large block sampled() asked for: its bytes (page multiple); else 0 */
 } prof_block_t;
 static prof_block_t *blocks;
 static size_t blocks_cap, blocks_count;
+
+/* Freed sampled blocks that sampled() asked the large-block path for, kept
+ * (still large blocks, with their table entries) for the next samples: a
+ * sample then costs no large-block allocation and free (two locks, two
+ * clock reads, the large cache's bookkeeping: most of a sample's cost).
+ * Bounded in count and bytes, so what the pool holds is at most POOL_BYTES
+ * more than the heap would hold without the profiler. */
+#define POOL_SLOTS 32
+#define POOL_BYTES ((size_t)1 << 20)
+#define POOL_PAGE  ((size_t)4096) /* the large-block path's unit */
+typedef struct pool_entry {
+    uintptr_t ptr;
+    size_t size;
+} pool_entry_t;
+static pool_entry_t pool[POOL_SLOTS];
+static unsigned pool_n;
+static size_t pool_bytes;
+
+/* A pooled block of at least `need` bytes (and at most twice that, so that
+ * small samples do not hold big blocks), aligned to `align`; 0 if none. */
+static uintptr_t pool_take(size_t need, size_t align, size_t *size) {
+    int best = -1;
+    for (unsigned i = 0; i < pool_n; i++)
+        if (pool[i].size >= need && pool[i].size / 2 <= need && !(pool[i].ptr & (align - 1)) &&
+            (best < 0 || pool[i].size < pool[best].size))
+            best = (int)i;
+    if (best < 0) return 0;
+    uintptr_t p = pool[best].ptr;
+    *size = pool[best].size;
+    pool_bytes -= *size;
+    pool[best] = pool[--pool_n];
+    return p;
+}
+
+static bool pool_put(uintptr_t p, size_t size) {
+    if (pool_n == POOL_SLOTS || pool_bytes + size > POOL_BYTES) return false;
+    pool[pool_n++] = (pool_entry_t){p, size};
+    pool_bytes += size;
+    return true;
+}
+
+/* A pointer the pool holds is freed again: a double free, named here (the
+ * large-block path would take it for a live block). */
+static void pool_check(const void *p, const char *func) {
+    for (unsigned i = 0; i < pool_n; i++)
+        if (pool[i].ptr == (uintptr_t)p) {
+            ts_spin_unlock(&_ts_prof.lock);
+            _ts_double_free(func, p);
+        }
+}
 
 static uint64_t mix(uint64_t x) {
     x ^= x >> 31;
@@ -255,14 +322,22 @@ static void block_remove(prof_block_t *b) { /* backward-shift deletion */
 
 /* ---- samples ---- */
 
-static void record(void *p, size_t size, void *const *frames, unsigned depth) {
-    double w = _ts_prof_weight(size, (double)_ts_prof.rate), bytes = w * (double)size;
+/* Records a sample of `size` bytes at p, weighing w blocks; own: see
+ * prof_block_t. With p NULL, takes a block of own bytes from the pool
+ * first, and records nothing when it has none. Returns p. */
+static void *record(void *p, size_t size, double w, size_t own, size_t align, void *const *frames,
+                    unsigned depth) {
+    double bytes = w * (double)size;
     ts_spin_lock(&_ts_prof.lock);
+    if (!p && !(p = (void *)pool_take(own, align, &own))) {
+        ts_spin_unlock(&_ts_prof.lock);
+        return NULL;
+    }
     ts_prof_stack_t *s = stack_get(frames, depth);
     if (s && (2 * (blocks_count + 1) <= blocks_cap || blocks_grow())) {
         prof_block_t *b = block_slot(blocks, blocks_cap, (uintptr_t)p);
         if (!b->ptr) blocks_count++;
-        *b = (prof_block_t){(uintptr_t)p, s, w, bytes};
+        *b = (prof_block_t){(uintptr_t)p, s, w, bytes, own};
         s->live_objs += w;
         s->live_bytes += bytes;
         s->alloc_objs += w;
@@ -279,20 +354,39 @@ static void record(void *p, size_t size, void *const *frames, unsigned depth) {
         }
     }
     ts_spin_unlock(&_ts_prof.lock);
+    return p;
 }
 
-void _ts_prof_forget(const void *p) {
-    ts_spin_lock(&_ts_prof.lock);
+/* Drops p's sample; returns the bytes it owns (prof_block_t.own), or 0 when
+ * p was not sampled or not poolable. Under the lock. */
+static size_t forget_locked(const void *p, const char *func) {
     if (blocks_count) {
         prof_block_t *b = block_slot(blocks, blocks_cap, (uintptr_t)p);
         if (b->ptr) {
+            size_t own = b->own;
             b->stack->live_objs -= b->objs;
             b->stack->live_bytes -= b->bytes;
             _ts_prof.live_bytes -= b->bytes;
             block_remove(b);
+            return own;
         }
     }
+    pool_check(p, func);
+    return 0;
+}
+
+void _ts_prof_forget(const void *p) {
+    ts_spin_lock(&_ts_prof.lock);
+    forget_locked(p, "realloc");
     ts_spin_unlock(&_ts_prof.lock);
+}
+
+bool _ts_prof_free(void *p) {
+    ts_spin_lock(&_ts_prof.lock);
+    size_t own = forget_locked(p, "free");
+    bool kept = own && pool_put((uintptr_t)p, own);
+    ts_spin_unlock(&_ts_prof.lock);
+    return kept;
 }
 
 /* The stack of the current call (the entry's return address and frame
@@ -303,16 +397,35 @@ static unsigned walk(void **frames) {
                          t->ra_slot);
 }
 
+/* The weight of a sample of `size` bytes: programs sample the same sizes
+ * again and again, and the weight takes a few dozen dependent multiplies. */
+static double weight(size_t size) {
+    prof_tls_t *t = &prof_tls;
+    if (t->w_size != size || t->w == 0) {
+        t->w = _ts_prof_weight(size, (double)_ts_prof.rate);
+        t->w_size = size;
+    }
+    return t->w;
+}
+
 /* A sampled allocation: a large block whatever its size. Above the largest
- * class the core's own path gives one; below, the large-block path itself. */
+ * class the core's own path gives one; below, a freed sampled block from
+ * the pool, else the large-block path itself. */
 static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
     void *frames[TS_PROF_FRAMES];
     unsigned depth = walk(frames);
+    double w = weight(size);
     void *p;
     if (size <= TS_CLASS_MAX_SIZE) {
+        size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
+        p = record(NULL, size, w, own, align ? align : 1, frames, depth);
+        if (p) {
+            if (zero) memset(p, 0, size);
+            return p;
+        }
         int saved = errno;
         p = _ts_large_alloc(size, align, zero);
-        if (p) record(p, size, frames, depth);
+        if (p) record(p, size, w, own, 1, frames, depth);
         ts_purge_safe_point();
         if (p) return p;
         /* No mapping (out of memory, or of mappings: vm.max_map_count):
@@ -322,7 +435,7 @@ static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
     p = zero    ? _ts_core_calloc(size)
         : align ? _ts_core_memalign(align, size)
                 : _ts_core_malloc(size);
-    if (p && size > TS_CLASS_MAX_SIZE) record(p, size, frames, depth);
+    if (p && size > TS_CLASS_MAX_SIZE) record(p, size, w, 0, 1, frames, depth);
     return p;
 }
 
@@ -354,19 +467,24 @@ void *_ts_profd_realloc(void *p, size_t size) {
     if (ts_likely(!take(size))) return _ts_core_realloc(p, size);
     void *frames[TS_PROF_FRAMES], *q;
     unsigned depth = walk(frames);
+    double w = weight(size);
     if (size > TS_CLASS_MAX_SIZE) {
         q = _ts_core_realloc(p, size);
-        if (q) record(q, size, frames, depth);
+        if (q) record(q, size, w, 0, 1, frames, depth);
         return q;
     }
     size_t old = _ts_usable_checked(p, "realloc");
-    int saved = errno;
-    q = _ts_large_alloc(size, 0, false);
-    if (!q) { /* no mapping: not sampled (see sampled()) */
-        errno = saved;
-        return _ts_core_realloc(p, size);
+    size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
+    q = record(NULL, size, w, own, 1, frames, depth);
+    if (!q) {
+        int saved = errno;
+        q = _ts_large_alloc(size, 0, false);
+        if (!q) { /* no mapping: not sampled (see sampled()) */
+            errno = saved;
+            return _ts_core_realloc(p, size);
+        }
+        record(q, size, w, own, 1, frames, depth);
     }
-    record(q, size, frames, depth);
     memcpy(q, p, old < size ? old : size);
     _ts_core_free(p);
     ts_purge_safe_point();
@@ -382,7 +500,7 @@ void *_ts_profd_realloc(void *p, size_t size) {
 
 static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
     ENTER(ra);
-    if (!take_slow(&prof_tls, size + !size)) return _ts_core_malloc(size);
+    if (!take_slow(&prof_tls, size)) return _ts_core_malloc(size);
     return sampled(size, 0, false);
 }
 
@@ -391,9 +509,8 @@ static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
  * way to a sample, from the frame pointer this function leaves untouched). */
 void *_ts_prof_malloc(size_t size, void *ra) {
     prof_tls_t *t = &prof_tls;
-    uint64_t n = size + !size;
-    if (ts_likely(n < t->left)) {
-        t->left -= n;
+    if (ts_likely(size < t->left)) {
+        t->left -= size;
         return ts_core_malloc_inline(size);
     }
     return malloc_sampled(size, ra);
@@ -440,7 +557,10 @@ static void prof_exit(void) {
     if (prof_tls.busy) return;
     prof_tls.busy = true; /* later allocations of this thread: not sampled */
     ts_spin_lock(&_ts_prof.lock);
-    if (_ts_prof.final && _ts_prof.write) _ts_prof_dump_locked(TS_PROF_FINAL, NULL);
+    /* A process that never sampled (a short-lived one, a shell's helper)
+     * would write a profile with no stack in it: it writes none. */
+    if (_ts_prof.final && _ts_prof.write && _ts_prof.stack_count)
+        _ts_prof_dump_locked(TS_PROF_FINAL, NULL);
     bool leaked = _ts_prof.leaks && _ts_prof_leaks_locked();
     ts_spin_unlock(&_ts_prof.lock);
     prof_tls.busy = false;

@@ -4,13 +4,14 @@
  * With profiling off the shim's malloc pays one test of _ts_prof_on (two
  * instructions) and free pays nothing: sampled blocks are served as large
  * blocks, whose free already leaves the fast path, and only that slow path
- * asks the profiler whether the block was sampled (_ts_prof_forget).
+ * asks the profiler whether the block was sampled (_ts_prof_free).
  * Each entry takes the address its caller returns to (the shim passes its
  * own __builtin_return_address(0)), the innermost frame of the stack.
  */
 #ifndef TS_CORE_PROF_H
 #define TS_CORE_PROF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/base.h"
@@ -30,9 +31,13 @@ TS_HIDDEN void *_ts_prof_memalign(size_t align, size_t size, void *ra);
 TS_HIDDEN void *_ts_prof_aligned_alloc(size_t align, size_t size, void *ra);
 TS_HIDDEN int _ts_prof_posix_memalign(void **out, size_t align, size_t size, void *ra);
 
-/* A large block is being freed or moved: its sample, if any, leaves the
- * profile. Takes the profiler's lock, a leaf. */
+/* A large block is being moved: its sample, if any, leaves the profile.
+ * Takes the profiler's lock, a leaf. */
 TS_HIDDEN void _ts_prof_forget(const void *p);
+/* A large block is being freed: its sample, if any, leaves the profile, and
+ * true says the profiler kept the block for its next samples (the caller
+ * then frees nothing). Takes the profiler's lock, a leaf. */
+TS_HIDDEN bool _ts_prof_free(void *p);
 
 #define TS_PROF_ON() __builtin_expect(_ts_prof_on != 0, 0)
 

@@ -5,7 +5,8 @@ the profiles (read with tools/tsalloc_prof.py) and the leak report with
 the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
-Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx
+Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx,
+reuse
 (PROGRAM is prof_cxx for cxx, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
 here (pprof without Go).
@@ -208,6 +209,33 @@ def case_altstack(tmp):
         got = cum(prof, "alt_kept") if prof else -1
         check(got == truth.get("alt_kept"), "unwind %s: alt_kept %d live bytes (true %s)" % (
             unwind, got, truth.get("alt_kept")))
+
+
+def case_reuse(tmp):
+    """Freed sampled blocks come back for later samples: calloc'ed ones
+    read as zeros, realloc keeps the bytes, the counts stay exact at rate 1
+    and at the default rate, and a second free of a block the profiler kept
+    is reported as a double free."""
+    for rate in ("1", "65536"):
+        sub = os.path.join(tmp, rate)
+        os.mkdir(sub)
+        _, truth = run(["reuse"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": rate,
+                                   "TSALLOC_PROF_SEED": "3"}, sub)
+        check(truth.get("dirty_calloc") == 0 and truth.get("bad_realloc") == 0,
+              "rate %s: calloc zeroed, realloc kept the bytes (%s, %s)" % (
+                  rate, truth.get("dirty_calloc"), truth.get("bad_realloc")))
+        prof = only_profile(sub)
+        got = cum(prof, "reuse_kept") if prof else -1
+        if rate == "1":
+            check(got == truth.get("reuse_kept"), "reuse_kept: %d live bytes (true %s)" % (
+                got, truth.get("reuse_kept")))
+        churned = cum(prof, "reuse_churn") if prof else -1
+        check(churned == 0, "rate %s: reuse_churn holds nothing at exit (%d)" % (rate, churned))
+    r, _ = run(["double_free"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp,
+               expect_rc=None)
+    check(r.returncode != 0 and "free(): double free of" in r.stderr,
+          "a second free of a kept block is a double free (rc %d, %r)" % (
+              r.returncode, r.stderr[-200:]))
 
 
 def case_nomap(tmp):

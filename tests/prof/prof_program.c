@@ -18,6 +18,12 @@
  *   altstack     alt_kept allocates in a signal handler on a sigaltstack
  *                with unmapped memory above it (raised by the program
  *                itself: no allocator call is cut)
+ *   reuse        reuse_churn frees and reallocates blocks of several sizes (the
+ *                freed sampled blocks that the profiler keeps come back),
+ *                counting calloc'ed blocks with a nonzero byte (dirty_calloc)
+ *                and realloc'ed ones that lost bytes (bad_realloc); reuse_kept
+ *                keeps blocks
+ *   double_free  frees one block twice
  *
  * Built with frame pointers and -rdynamic (symbols for dladdr).
  */
@@ -155,6 +161,39 @@ NOINLINE void dumped_fn(void) {
     fill(&ldump, 1 << 20);
 }
 
+static list_t lreuse;
+static unsigned long long dirty_calloc, bad_realloc;
+NOINLINE void reuse_churn(void) {
+    for (unsigned i = 0; i < 2000; i++) {
+        size_t n = 100 + (i * 7919) % 40000;
+        unsigned char *p = malloc(n);
+        if (!p) abort();
+        memset(p, 0xa5, n);
+        if (i % 3 == 0) { /* grown or shrunk: the bytes kept stay */
+            size_t m = 100 + (i * 104729) % 40000, k = n < m ? n : m;
+            p = realloc(p, m);
+            if (!p) abort();
+            for (size_t j = 0; j < k; j++)
+                if (p[j] != 0xa5) {
+                    bad_realloc++;
+                    break;
+                }
+        }
+        free(p);
+        unsigned char *q = calloc(1, n);
+        if (!q) abort();
+        for (size_t j = 0; j < n; j++)
+            if (q[j]) {
+                dirty_calloc++;
+                break;
+            }
+        free(q);
+    }
+}
+NOINLINE void reuse_kept(void) {
+    for (unsigned i = 0; i < 50; i++) keep(&lreuse, malloc(5000 + i), 5000 + i);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "shares";
     total = (size_t)(argc > 2 ? atol(argv[2]) : 64) << 20;
@@ -231,6 +270,21 @@ int main(int argc, char **argv) {
         size_t (*fn)(void) = lib ? (size_t(*)(void))dlsym(lib, "plugin_alloc") : NULL;
         if (!fn) return 2;
         say("plugin_alloc", fn());
+        return 0;
+    }
+    if (!strcmp(mode, "reuse")) {
+        reuse_churn();
+        reuse_kept();
+        reuse_churn();
+        say("reuse_kept", lreuse.bytes);
+        say("dirty_calloc", dirty_calloc);
+        say("bad_realloc", bad_realloc);
+        return 0;
+    }
+    if (!strcmp(mode, "double_free")) {
+        void *volatile p = malloc(3000);
+        free(p);
+        free(p);
         return 0;
     }
     if (!strcmp(mode, "dump")) {

@@ -364,10 +364,15 @@ TS_HIDDEN void _ts_large_own(void *p, ts_heap_t *heap);
 TS_HIDDEN void _ts_large_heap_end(ts_heap_t *heap, bool free_them);
 TS_HIDDEN size_t _ts_large_heap_list(ts_heap_t *heap, size_t *cursor, void **ptrs, size_t max);
 TS_HIDDEN size_t _ts_large_owned_size(const void *p, const ts_heap_t *heap);
-TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
 TS_HIDDEN void _ts_large_atfork_prepare(void);
 TS_HIDDEN void _ts_large_atfork_parent(void);
 TS_HIDDEN void _ts_large_atfork_child(void);
+
+/* ---- largecache.c (its other functions: largecache.h) --------------------- */
+
+/* Purge and unmap the cached regions that expired (all with force); the
+ * time of the next expiry, or UINT64_MAX. */
+TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
 
 /* ---- check.c ------------------------------------------------------------- */
 

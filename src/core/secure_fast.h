@@ -60,7 +60,7 @@ TS_INLINE size_t ts_secure_zeroed(size_t cap) {
 TS_INLINE void ts_secure_zero(void *p, size_t cap) {
     size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
     uint64_t *w = p;
-    if (n > 64) {
+    if (n > 128) {
         memset(p, 0, n);
         return;
     }
@@ -68,6 +68,10 @@ TS_INLINE void ts_secure_zero(void *p, size_t cap) {
     if (n > 16) w[2] = w[3] = 0;
     if (n > 32) w[4] = w[5] = 0;
     if (n > 48) w[6] = w[7] = 0;
+    if (n > 64) w[8] = w[9] = 0;
+    if (n > 80) w[10] = w[11] = 0;
+    if (n > 96) w[12] = w[13] = 0;
+    if (n > 112) w[14] = w[15] = 0;
 }
 
 /* The slack pattern in [end, end + n), n <= 16, as one or two (overlapping)

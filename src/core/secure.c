@@ -281,7 +281,7 @@ static void quarantine_check(void *p, size_t cap) {
     uint64_t acc = w[1] ^ ts_secure_qmark(p);
     w[1] = 0;
     size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
-    if (n <= 128) { /* most blocks: unrolled */
+    if (n <= 128) {                   /* most blocks: unrolled */
         acc |= w[0];
         if (n > 16) acc |= w[2] | w[3];
         if (n > 32) acc |= w[4] | w[5];

@@ -412,8 +412,10 @@ void *_ts_secure_malloc_slow(size_t size) {
     }
     void *p = ts_core_malloc_inline(asked);
     if (ts_unlikely(!p)) return NULL;
+    size_t cap = _ts_classes[ts_class_of(asked)].size;
     ((uint64_t *)p)[0] = 0; /* the encoded link: the rest was zeroed when freed */
-    ts_secure_seal(p, size, _ts_classes[ts_class_of(asked)].size);
+    if (cap >= TS_SWEEP_MIN_BLOCK) ((uint64_t *)p)[2] = 0; /* and a swept tag (sweep.c) */
+    ts_secure_seal(p, size, cap);
     return p;
 }
 
@@ -479,7 +481,9 @@ void *_ts_secure_memalign(size_t align, size_t size) {
     ts_page_t *page;
     ((uint64_t *)p)[0] = 0;
     ((uint64_t *)p)[1] = 0;
-    ts_secure_seal(p, size, live_block("memalign", p, &page));
+    size_t cap = live_block("memalign", p, &page);
+    if (cap >= TS_SWEEP_MIN_BLOCK) ((uint64_t *)p)[2] = 0; /* a swept tag (sweep.c) */
+    ts_secure_seal(p, size, cap);
     return p;
 }
 

@@ -314,18 +314,13 @@ void _ts_secure_heap_flush(ts_heap_t *heap) {
     while (q->count) quarantine_release(q);
 }
 
-/* p: a checked, zeroed class block; heap: this thread's, active. */
-void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap) {
+/* Room for one more block of cap bytes: the oldest blocks leave, down to
+ * TS_QUARANTINE_BATCH free slots, or as many as the bytes need. */
+void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap) {
     size_t max = _ts_secure_quarantine_max;
-    ((uint64_t *)p)[1] = ts_secure_qmark(p);
-    ts_quarantine_t *q = &heap->quarantine;
-    while (q->count && (q->count == TS_QUARANTINE_SLOTS || q->bytes + cap > max))
+    while (q->count &&
+           (q->count > TS_QUARANTINE_SLOTS - TS_QUARANTINE_BATCH || q->bytes + cap > max))
         quarantine_release(q);
-    uint32_t at = (q->first + q->count) % TS_QUARANTINE_SLOTS;
-    q->slot[at] = p;
-    q->cap[at] = (uint32_t)cap;
-    q->count++;
-    q->bytes += cap;
 }
 
 /* A large block of cap bytes before its guard: zeroed (up to 1 MiB its
@@ -384,7 +379,7 @@ static void retire(void *p, ts_page_t *page, size_t cap) {
     ts_secure_zero(p, cap);
     ts_heap_t *heap = _ts_tls_heap;
     if (heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)
-        _ts_secure_quarantine_push(heap, p, cap);
+        ts_secure_quarantine(heap, p, cap, ts_secure_qmark(p));
     else
         _ts_core_free(p);
 }

@@ -29,7 +29,7 @@
 TS_HIDDEN extern uint64_t _ts_secure_secret; /* odd */
 TS_HIDDEN void *_ts_secure_malloc_slow(size_t size);
 TS_HIDDEN void _ts_secure_free_slow(void *p);
-TS_HIDDEN void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap);
+TS_HIDDEN void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap);
 /* TSALLOC_ZERO_ON_FREE: bytes zeroed at the start of a freed block. */
 TS_HIDDEN extern size_t _ts_secure_zero_max;
 /* TSALLOC_QUARANTINE, in bytes. */
@@ -107,6 +107,24 @@ TS_INLINE uint64_t ts_secure_fill_diff(const char *end, uint64_t n) {
     return d;
 }
 
+/* A full ring releases its oldest blocks this many at a time (secure.c), so
+ * that most frees only append. */
+#define TS_QUARANTINE_BATCH 8u
+
+/* Put p, a checked and zeroed class block of cap bytes, in this thread's
+ * quarantine (heap active), marked in its second word with qmark. */
+TS_INLINE void ts_secure_quarantine(ts_heap_t *heap, void *p, size_t cap, uint64_t qmark) {
+    ts_quarantine_t *q = &heap->quarantine;
+    ((uint64_t *)p)[1] = qmark;
+    if (ts_unlikely(q->count == TS_QUARANTINE_SLOTS || q->bytes + cap > _ts_secure_quarantine_max))
+        _ts_secure_quarantine_make_room(q, cap);
+    uint32_t at = (q->first + q->count) % TS_QUARANTINE_SLOTS;
+    q->slot[at] = p;
+    q->cap[at] = (uint32_t)cap;
+    q->count++;
+    q->bytes += cap;
+}
+
 /* p holds `size` bytes of a block of `cap` (the core's usable size). */
 TS_INLINE void ts_secure_seal(void *p, size_t size, size_t cap) {
     uint64_t slack = cap - TS_PAD - size;
@@ -159,14 +177,14 @@ TS_INLINE void ts_secure_free_inline(void *p) {
     else
         goto slow; /* NULL, foreign, large or zero-size */
     if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
-    uint64_t word1 = ((uint64_t *)p)[1];
-    if (ts_unlikely(word1 == ts_mark_of(page, p) || word1 == ts_secure_qmark(p))) goto slow;
+    uint64_t word1 = ((uint64_t *)p)[1], qmark = ts_secure_qmark(p);
+    if (ts_unlikely(word1 == ts_mark_of(page, p) || word1 == qmark)) goto slow;
     size_t cap = page->block_size;
     if (ts_unlikely(ts_secure_sealed_size(p, cap) == SIZE_MAX)) goto slow;
     ts_secure_zero(p, cap);
     ts_heap_t *heap = _ts_tls_heap;
     if (ts_likely(heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)) {
-        _ts_secure_quarantine_push(heap, p, cap);
+        ts_secure_quarantine(heap, p, cap, qmark);
         return;
     }
     ts_free_block(page, p, ts_mark_of(page, p)); /* straight back */

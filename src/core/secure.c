@@ -119,6 +119,10 @@ void _ts_secure_page_init(ts_page_t *page) {
     page->link_key = mix64(page->mark_key ^ _ts_secure_secret);
     page->link_lo = page->start;
     page->link_span = page->reserved * page->block_size;
+    if (page->zero_bs != page->block_size) { /* another layout: its blocks are not ours */
+        page->zero_bs = page->block_size;
+        page->zero_end = 0;
+    }
 }
 
 void _ts_secure_segment_guard(void *seg) {
@@ -160,9 +164,17 @@ void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n) {
         order[j] = t;
     }
     uintptr_t clean = page->base + page->touched; /* zero from here on */
+    uintptr_t same = page->base + page->zero_end; /* freed blocks of this layout below */
     size_t zero = bs < _ts_secure_zero_max ? bs : _ts_secure_zero_max;
-    for (char *b = first; b < first + (size_t)n * bs && (uintptr_t)b < clean; b += bs)
-        memset(b, 0, zero);
+    char *end = first + (size_t)n * bs;
+    for (char *b = first; b < end && (uintptr_t)b < clean; b += bs) {
+        if ((uintptr_t)b + bs > same)
+            memset(b, 0, zero);
+        else if (bs >= TS_SWEEP_MIN_BLOCK)
+            ((uint64_t *)b)[2] = 0; /* a swept tag (sweep.c); words 0 and 1 are set below */
+    }
+    if ((uintptr_t)end - page->base > page->zero_end)
+        page->zero_end = (uint32_t)((uintptr_t)end - page->base);
     ts_block_t *next = NULL;
     for (uint32_t i = n; i-- > 0;) {
         ts_block_t *b = (ts_block_t *)(first + (size_t)(i < m ? order[i] : i) * bs);
@@ -246,17 +258,20 @@ static size_t sealed_size(const char *func, void *p, size_t cap) {
 
 /* ---- quarantine ------------------------------------------------------------------- */
 
-/* Bits set in [from, to) (8-byte aligned), or 0. */
+/* Bits set in [from, to) (16-byte aligned, a multiple of 16 bytes), or 0:
+ * 64 bytes a step in vector registers, for the kilobytes of large blocks. */
+typedef uint64_t ts_v2_t __attribute__((vector_size(16), may_alias));
 static uint64_t or_words(uintptr_t from, uintptr_t to) {
-    const uint64_t *w = (const uint64_t *)from;
-    size_t n = (to - from) / 8, i = 0;
-    uint64_t acc = 0, acc2 = 0;
-    for (; i + 4 <= n; i += 4) { /* two chains: the loads overlap */
-        acc |= w[i] | w[i + 1];
-        acc2 |= w[i + 2] | w[i + 3];
+    const ts_v2_t *v = (const ts_v2_t *)from;
+    size_t n = (to - from) / 16, i = 0;
+    ts_v2_t a = {0, 0}, b = {0, 0};
+    for (; i + 4 <= n; i += 4) {
+        a |= v[i] | v[i + 1];
+        b |= v[i + 2] | v[i + 3];
     }
-    for (; i < n; i++) acc |= w[i];
-    return acc | acc2;
+    for (; i < n; i++) a |= v[i];
+    a |= b;
+    return a[0] | a[1];
 }
 
 /* A block leaving quarantine must read as it was left: its zeroed bytes
@@ -265,7 +280,19 @@ static void quarantine_check(void *p, size_t cap) {
     uint64_t *w = p;
     uint64_t acc = w[1] ^ ts_secure_qmark(p);
     w[1] = 0;
-    acc |= or_words((uintptr_t)p, (uintptr_t)p + ts_secure_zeroed(cap));
+    size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
+    if (n <= 128) {                   /* most blocks: unrolled */
+        acc |= w[0];
+        if (n > 16) acc |= w[2] | w[3];
+        if (n > 32) acc |= w[4] | w[5];
+        if (n > 48) acc |= w[6] | w[7];
+        if (n > 64) acc |= w[8] | w[9];
+        if (n > 80) acc |= w[10] | w[11];
+        if (n > 96) acc |= w[12] | w[13];
+        if (n > 112) acc |= w[14] | w[15];
+    } else {
+        acc |= or_words((uintptr_t)p, (uintptr_t)p + n);
+    }
     if (acc) _ts_fatal("use after free: block %p written after free", p);
 }
 
@@ -287,18 +314,13 @@ void _ts_secure_heap_flush(ts_heap_t *heap) {
     while (q->count) quarantine_release(q);
 }
 
-/* p: a checked, zeroed class block; heap: this thread's, active. */
-void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap) {
+/* Room for one more block of cap bytes: the oldest blocks leave, down to
+ * TS_QUARANTINE_BATCH free slots, or as many as the bytes need. */
+void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap) {
     size_t max = _ts_secure_quarantine_max;
-    ((uint64_t *)p)[1] = ts_secure_qmark(p);
-    ts_quarantine_t *q = &heap->quarantine;
-    while (q->count && (q->count == TS_QUARANTINE_SLOTS || q->bytes + cap > max))
+    while (q->count &&
+           (q->count > TS_QUARANTINE_SLOTS - TS_QUARANTINE_BATCH || q->bytes + cap > max))
         quarantine_release(q);
-    uint32_t at = (q->first + q->count) % TS_QUARANTINE_SLOTS;
-    q->slot[at] = p;
-    q->cap[at] = (uint32_t)cap;
-    q->count++;
-    q->bytes += cap;
 }
 
 /* A large block of cap bytes before its guard: zeroed (up to 1 MiB its
@@ -357,7 +379,7 @@ static void retire(void *p, ts_page_t *page, size_t cap) {
     ts_secure_zero(p, cap);
     ts_heap_t *heap = _ts_tls_heap;
     if (heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)
-        _ts_secure_quarantine_push(heap, p, cap);
+        ts_secure_quarantine(heap, p, cap, ts_secure_qmark(p));
     else
         _ts_core_free(p);
 }
@@ -385,8 +407,10 @@ void *_ts_secure_malloc_slow(size_t size) {
     }
     void *p = ts_core_malloc_inline(asked);
     if (ts_unlikely(!p)) return NULL;
+    size_t cap = _ts_classes[ts_class_of(asked)].size;
     ((uint64_t *)p)[0] = 0; /* the encoded link: the rest was zeroed when freed */
-    ts_secure_seal(p, size, _ts_classes[ts_class_of(asked)].size);
+    if (cap >= TS_SWEEP_MIN_BLOCK) ((uint64_t *)p)[2] = 0; /* and a swept tag (sweep.c) */
+    ts_secure_seal(p, size, cap);
     return p;
 }
 
@@ -452,7 +476,9 @@ void *_ts_secure_memalign(size_t align, size_t size) {
     ts_page_t *page;
     ((uint64_t *)p)[0] = 0;
     ((uint64_t *)p)[1] = 0;
-    ts_secure_seal(p, size, live_block("memalign", p, &page));
+    size_t cap = live_block("memalign", p, &page);
+    if (cap >= TS_SWEEP_MIN_BLOCK) ((uint64_t *)p)[2] = 0; /* a swept tag (sweep.c) */
+    ts_secure_seal(p, size, cap);
     return p;
 }
 

@@ -29,7 +29,7 @@
 TS_HIDDEN extern uint64_t _ts_secure_secret; /* odd */
 TS_HIDDEN void *_ts_secure_malloc_slow(size_t size);
 TS_HIDDEN void _ts_secure_free_slow(void *p);
-TS_HIDDEN void _ts_secure_quarantine_push(ts_heap_t *heap, void *p, size_t cap);
+TS_HIDDEN void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap);
 /* TSALLOC_ZERO_ON_FREE: bytes zeroed at the start of a freed block. */
 TS_HIDDEN extern size_t _ts_secure_zero_max;
 /* TSALLOC_QUARANTINE, in bytes. */
@@ -60,7 +60,7 @@ TS_INLINE size_t ts_secure_zeroed(size_t cap) {
 TS_INLINE void ts_secure_zero(void *p, size_t cap) {
     size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
     uint64_t *w = p;
-    if (n > 64) {
+    if (n > 128) {
         memset(p, 0, n);
         return;
     }
@@ -68,6 +68,10 @@ TS_INLINE void ts_secure_zero(void *p, size_t cap) {
     if (n > 16) w[2] = w[3] = 0;
     if (n > 32) w[4] = w[5] = 0;
     if (n > 48) w[6] = w[7] = 0;
+    if (n > 64) w[8] = w[9] = 0;
+    if (n > 80) w[10] = w[11] = 0;
+    if (n > 96) w[12] = w[13] = 0;
+    if (n > 112) w[14] = w[15] = 0;
 }
 
 /* The slack pattern in [end, end + n), n <= 16, as one or two (overlapping)
@@ -101,6 +105,24 @@ TS_INLINE uint64_t ts_secure_fill_diff(const char *end, uint64_t n) {
     uint64_t d = 0;
     for (uint64_t i = 0; i < n; i++) d |= (unsigned char)end[i] ^ TS_SLACK_BYTE;
     return d;
+}
+
+/* A full ring releases its oldest blocks this many at a time (secure.c), so
+ * that most frees only append. */
+#define TS_QUARANTINE_BATCH 8u
+
+/* Put p, a checked and zeroed class block of cap bytes, in this thread's
+ * quarantine (heap active), marked in its second word with qmark. */
+TS_INLINE void ts_secure_quarantine(ts_heap_t *heap, void *p, size_t cap, uint64_t qmark) {
+    ts_quarantine_t *q = &heap->quarantine;
+    ((uint64_t *)p)[1] = qmark;
+    if (ts_unlikely(q->count == TS_QUARANTINE_SLOTS || q->bytes + cap > _ts_secure_quarantine_max))
+        _ts_secure_quarantine_make_room(q, cap);
+    uint32_t at = (q->first + q->count) % TS_QUARANTINE_SLOTS;
+    q->slot[at] = p;
+    q->cap[at] = (uint32_t)cap;
+    q->count++;
+    q->bytes += cap;
 }
 
 /* p holds `size` bytes of a block of `cap` (the core's usable size). */
@@ -155,14 +177,14 @@ TS_INLINE void ts_secure_free_inline(void *p) {
     else
         goto slow; /* NULL, foreign, large or zero-size */
     if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
-    uint64_t word1 = ((uint64_t *)p)[1];
-    if (ts_unlikely(word1 == ts_mark_of(page, p) || word1 == ts_secure_qmark(p))) goto slow;
+    uint64_t word1 = ((uint64_t *)p)[1], qmark = ts_secure_qmark(p);
+    if (ts_unlikely(word1 == ts_mark_of(page, p) || word1 == qmark)) goto slow;
     size_t cap = page->block_size;
     if (ts_unlikely(ts_secure_sealed_size(p, cap) == SIZE_MAX)) goto slow;
     ts_secure_zero(p, cap);
     ts_heap_t *heap = _ts_tls_heap;
     if (ts_likely(heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)) {
-        _ts_secure_quarantine_push(heap, p, cap);
+        ts_secure_quarantine(heap, p, cap, qmark);
         return;
     }
     ts_free_block(page, p, ts_mark_of(page, p)); /* straight back */

@@ -42,6 +42,7 @@ void _ts_segment_page_place(ts_segment_t *seg, ts_page_t *page, unsigned i) {
     page->area = (uint32_t)(((size_t)1 << shift) - skip);
 #if TS_SECURE
     if (offset + ((size_t)1 << shift) == TS_SEGMENT_SIZE) page->area -= TS_SEGMENT_GUARD;
+    page->zero_end = 0; /* a new place: what lies there is of another layout */
 #endif
 }
 

@@ -167,6 +167,13 @@ typedef struct ts_page {
      * (whatever the class), cleared by a purge (under the segment lock). */
     uint32_t touched;
     uint8_t purge_refusals; /* purges the OS refused in a row since the page was freed */
+#if TS_SECURE
+    /* Written by the owner: the blocks of zero_bs bytes from start up to
+     * base + zero_end were carved by a layout of this geometry; when the page
+     * is set up again they are all free, zero up to TSALLOC_ZERO_ON_FREE but
+     * for their first three words (secure.c). */
+    uint32_t zero_bs, zero_end;
+#endif
     /* thread_free as the last sweep left it (sweep.c, sweep lock: unchanged,
      * nothing new came). The owner clears it when it takes a list, else a
      * list made again the same way (same head, same count) after the owner
@@ -331,7 +338,9 @@ enum { TS_HEAP_UNINIT = 0, TS_HEAP_ACTIVE, TS_HEAP_DEAD };
 
 #if TS_SECURE
 /* A heap's quarantine: a ring of freed blocks, oldest at `first` (secure.c). */
-#define TS_QUARANTINE_SLOTS 512
+/* 128: a thread's ring of small blocks stays within L1/L2 (8 KiB of
+ * pointers and sizes), and 32 threads hold a few MiB, not 16 (docs/secure.md). */
+#define TS_QUARANTINE_SLOTS 128
 typedef struct ts_quarantine {
     uint32_t first, count;
     size_t bytes;

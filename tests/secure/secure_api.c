@@ -61,7 +61,7 @@ static void zeroed_blocks(void) {
 }
 
 /* The block freed last is not among the next allocations of its size (a
- * 1 MiB quarantine holds 512 small blocks, or three of 320 KiB: the next
+ * 1 MiB quarantine holds 128 small blocks, or three of 320 KiB: the next
  * two allocations for those). */
 static void no_immediate_reuse(void) {
     for (size_t i = 0; i < NSIZES; i++) {

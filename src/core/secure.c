@@ -29,6 +29,7 @@
  */
 #include "core/secure_fast.h"
 #include "core/internal.h"
+#include "core/valgrind.h"
 
 #include <errno.h>
 #include <string.h>
@@ -393,6 +394,7 @@ static bool too_big(size_t size) {
 }
 
 void *_ts_secure_malloc_slow(size_t size) {
+    if (ts_vg_core_routes()) return _ts_vg_core_alloc(size, 0, false);
     secure_ready();
     if (size == 0) return zero_alloc();
     if (too_big(size)) return NULL;
@@ -420,6 +422,7 @@ void *_ts_secure_malloc(size_t size) {
 
 static void secure_free(const char *func, void *p, size_t expect) {
     if (!p) return;
+    if (ts_vg_active() && _ts_vg_core_free(p)) return;
     secure_ready();
     if (is_zero_block(p)) {
         if (expect != SIZE_MAX && expect != 0)
@@ -447,6 +450,7 @@ void _ts_secure_free_sized(void *p, size_t size) {
 }
 
 void *_ts_secure_calloc(size_t total) {
+    if (ts_vg_core_routes()) return _ts_vg_core_alloc(total, 0, true);
     secure_ready();
     if (total == 0) return zero_alloc();
     if (too_big(total)) return NULL;
@@ -462,6 +466,7 @@ void *_ts_secure_calloc(size_t total) {
 }
 
 void *_ts_secure_memalign(size_t align, size_t size) {
+    if (ts_vg_core_routes()) return _ts_vg_core_alloc(size, align, false);
     secure_ready();
     if (too_big(size)) return NULL;
     size_t asked = size + TS_PAD;
@@ -483,6 +488,7 @@ void *_ts_secure_memalign(size_t align, size_t size) {
 }
 
 void *_ts_secure_realloc(void *p, size_t size) {
+    if (ts_vg_core_routes()) return _ts_vg_core_realloc(p, size);
     secure_ready();
     if (is_zero_block(p)) return _ts_secure_malloc(size);
     if (too_big(size)) return NULL;
@@ -514,6 +520,7 @@ void *_ts_secure_realloc(void *p, size_t size) {
 
 size_t _ts_secure_usable_size(const void *cp) {
     void *p = (void *)cp;
+    if (ts_vg_core_routes()) return _ts_vg_core_usable(p);
     secure_ready();
     if (is_zero_block(p)) return 0;
     ts_page_t *page;

@@ -48,7 +48,7 @@ static size_t vg_usable_size(const void *ptr) {
 
 #define TS_SHIM_ROUTE(fn, ret, params)                                                             \
     typedef ret(*fn##_fn_t) params;                                                                \
-    static fn##_fn_t resolve_##fn(void) {                                                          \
+    __attribute__((used)) static fn##_fn_t resolve_##fn(void) {                                    \
         return ts_vg_active() ? vg_##fn : _TS_D(fn);                                               \
     }                                                                                              \
     ret ts_shim_##fn params __attribute__((ifunc("resolve_" #fn)));

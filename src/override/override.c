@@ -54,17 +54,6 @@
 #define TS_PROF_HOOK(fn, ...) (void)0
 #endif
 
-#ifndef TS_DESIGN_INLINE_HEADER
-static void *shim_vg_alloc(size_t size, size_t align, bool zero) {
-    if (zero) return _TS_D(calloc)(size);
-    return align ? _TS_D(memalign)(align, size) : _TS_D(malloc)(size);
-}
-static size_t shim_vg_usable(const void *block) {
-    return _TS_D(usable_size)(block);
-}
-const ts_vg_backend_t _ts_shim_vg = {shim_vg_alloc, _TS_D(free), shim_vg_usable};
-#endif
-
 /* Walks of the design's free memory, which memcheck must not report. */
 static int design_trim(size_t pad) {
     bool vg = ts_vg_active();

@@ -5,6 +5,21 @@ target_include_directories(override_api PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOU
 target_link_libraries(override_api PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME "override_api[glibc]" COMMAND override_api)
 ts_preload_test(override_api override_api)
+# The same checks with each design's static library linked into the program
+# (a load-time ifunc there would stop the program from starting). Exported
+# symbols: the test looks the library's names up with dlsym; -u takes the C++
+# operators' member out of the archive, which this C program does not call.
+add_library(override_api_obj OBJECT ${CMAKE_CURRENT_LIST_DIR}/override_api.c)
+target_include_directories(override_api_obj PRIVATE ${TS_TEST_SUPPORT} ${PROJECT_SOURCE_DIR}/src)
+foreach(d ${TS_ALL_DESIGNS})
+  add_executable(override_api_static_${d} $<TARGET_OBJECTS:override_api_obj>)
+  target_link_libraries(override_api_static_${d} PRIVATE tsalloc-${d}-static ${CMAKE_DL_LIBS})
+  target_link_options(override_api_static_${d} PRIVATE "LINKER:-u,_Znwm")
+  set_target_properties(override_api_static_${d} PROPERTIES ENABLE_EXPORTS ON)
+  add_test(NAME "override_api_static[${d}]" COMMAND override_api_static_${d})
+  set_tests_properties("override_api_static[${d}]" PROPERTIES TIMEOUT 120
+                       ENVIRONMENT "TSALLOC_EXPECT_DESIGN=${d}")
+endforeach()
 
 add_executable(cxx_new_delete ${CMAKE_CURRENT_LIST_DIR}/cxx_new_delete.cpp)
 target_compile_options(cxx_new_delete PRIVATE -fno-builtin)

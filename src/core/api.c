@@ -41,17 +41,17 @@ void *_ts_core_calloc(size_t total) {
     return _ts_alloc_aligned(total, 0, true); /* large blocks fresh from the OS skip memset */
 }
 
-void *_ts_core_realloc(void *p, size_t size) {
+void *_ts_realloc_with(void *p, size_t size, const char *func,
+                       void *(*alloc)(void *arg, size_t size), void *arg) {
     if (size > (size_t)PTRDIFF_MAX) {
         errno = ENOMEM;
         return NULL;
     }
-    if (ts_vg_core_routes()) return _ts_vg_core_realloc(p, size);
     ts_page_t *page = NULL;
     size_t old;
     switch (_ts_locate(p, &page)) {
     case TS_PTR_FOREIGN:
-        _ts_invalid_pointer("realloc", p);
+        _ts_invalid_pointer(func, p);
     case TS_PTR_LARGE:
         if (TS_PROF_ON()) _ts_prof_forget(p); /* moved or freed below */
         if (size > TS_CLASS_MAX_SIZE) {
@@ -63,18 +63,28 @@ void *_ts_core_realloc(void *p, size_t size) {
              * instead, and a copy that succeeds leaves errno as it was */
             errno = saved_errno;
         }
-        old = _ts_large_usable(p, "realloc");
+        old = _ts_large_usable(p, func);
         break;
     default:
-        old = _ts_block_usable(page, p, "realloc");
+        old = _ts_block_usable(page, p, func);
         if (size <= old && (size >= old / 2 || old <= 64)) return p;
         break;
     }
-    void *q = _ts_core_malloc(size);
+    void *q = alloc(arg, size);
     if (!q) return NULL;
     memcpy(q, p, old < size ? old : size);
     _ts_core_free(p);
     return q;
+}
+
+static void *core_alloc(void *arg, size_t size) {
+    (void)arg;
+    return _ts_core_malloc(size);
+}
+
+void *_ts_core_realloc(void *p, size_t size) {
+    if (ts_vg_core_routes() && size <= (size_t)PTRDIFF_MAX) return _ts_vg_core_realloc(p, size);
+    return _ts_realloc_with(p, size, "realloc", core_alloc, NULL);
 }
 
 void *_ts_core_memalign(size_t align, size_t size) {

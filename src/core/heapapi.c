@@ -144,42 +144,22 @@ TS_EXPORT void *ts_heap_aligned_alloc(ts_heap_t *h, size_t align, size_t size) {
     return p;
 }
 
+/* realloc's new block, from the heap being reallocated into. */
+static void *realloc_alloc(void *h, size_t size) {
+    if (TS_CHECKED) heap_enter(h, "ts_heap_realloc");
+    void *q = heap_alloc(h, size, 0, false);
+    if (TS_CHECKED) heap_leave(h);
+    return q;
+}
+
 TS_EXPORT void *ts_heap_realloc(ts_heap_t *h, void *p, size_t size) {
     if (!p) return ts_heap_malloc(h, size);
     if (size == 0) { /* as realloc (designs/family.h) */
         ts_core_free_inline(p);
         return NULL;
     }
-    if (size > (size_t)PTRDIFF_MAX) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    ts_page_t *page = NULL;
-    size_t old;
-    switch (_ts_locate(p, &page)) {
-    case TS_PTR_FOREIGN:
-        _ts_invalid_pointer("ts_heap_realloc", p);
-    case TS_PTR_LARGE:
-        if (size > TS_CLASS_MAX_SIZE) { /* in place or moved by the OS, owner kept */
-            int saved_errno = errno;
-            void *q = _ts_large_realloc(p, size);
-            if (q) return q;
-            errno = saved_errno;
-        }
-        old = _ts_large_usable(p, "ts_heap_realloc");
-        break;
-    default:
-        old = _ts_block_usable(page, p, "ts_heap_realloc");
-        if (size <= old && (size >= old / 2 || old <= 64)) return p;
-        break;
-    }
-    if (TS_CHECKED) heap_enter(h, "ts_heap_realloc");
-    void *q = heap_alloc(h, size, 0, false);
-    if (TS_CHECKED) heap_leave(h);
-    if (!q) return NULL;
-    memcpy(q, p, old < size ? old : size);
-    ts_core_free_inline(p);
-    return q;
+    /* A large block stays where it is or is moved by the OS, its owner kept. */
+    return _ts_realloc_with(p, size, "ts_heap_realloc", realloc_alloc, h);
 }
 
 TS_EXPORT char *ts_heap_strndup(ts_heap_t *h, const char *s, size_t n) {

@@ -374,6 +374,14 @@ TS_HIDDEN void _ts_large_atfork_child(void);
  * time of the next expiry, or UINT64_MAX. */
 TS_HIDDEN uint64_t _ts_large_purge(uint64_t now, bool force);
 
+/* ---- api.c --------------------------------------------------------------- */
+
+/* realloc of p, a block of the core, under the name func: kept when it fits
+ * (a large one moved or grown by the OS), else copied into alloc(arg, size)
+ * and freed. NULL with errno = ENOMEM for impossible sizes. */
+TS_HIDDEN void *_ts_realloc_with(void *p, size_t size, const char *func,
+                                 void *(*alloc)(void *arg, size_t size), void *arg);
+
 /* ---- check.c ------------------------------------------------------------- */
 
 /* Owner thread: the length of the page's free list, each block on it in the

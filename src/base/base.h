@@ -43,6 +43,15 @@ TS_INLINE uintptr_t ts_align_up_ptr(uintptr_t x, size_t a) {
 TS_INLINE bool ts_is_pow2(size_t x) {
     return x && !(x & (x - 1));
 }
+/* A 64-bit finaliser: every input bit moves about half the output bits
+ * (hash tables keyed by addresses, the hardened build's keys). */
+TS_INLINE uint64_t ts_mix64(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    return x ^ (x >> 33);
+}
 
 /* Print "tsalloc: <formatted message>\n" to stderr (the _ts_format subset). */
 TS_HIDDEN void _ts_vmessage(const char *fmt, va_list ap);

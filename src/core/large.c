@@ -79,12 +79,7 @@ static uint64_t new_origin(void) {
 /* ---- the table ---------------------------------------------------------------- */
 
 static uint64_t mix(uintptr_t p) {
-    uint64_t x = (uint64_t)p >> 12;
-    x ^= x >> 31;
-    x *= 0x7fb5d329728ea185ull;
-    x ^= x >> 27;
-    x *= 0x81dadef4bc2dd44dull;
-    return x ^ (x >> 33);
+    return ts_mix64((uint64_t)p >> 12); /* large blocks are page-aligned */
 }
 
 static stripe_t *stripe_of(uintptr_t p) {

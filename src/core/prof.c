@@ -250,17 +250,9 @@ static void pool_check(const void *p, const char *func) {
         }
 }
 
-static uint64_t mix(uint64_t x) {
-    x ^= x >> 31;
-    x *= 0x7fb5d329728ea185ull;
-    x ^= x >> 27;
-    x *= 0x81dadef4bc2dd44dull;
-    return x ^ (x >> 33);
-}
-
 static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
     uint64_t h = depth;
-    for (unsigned i = 0; i < depth; i++) h = mix(h ^ (uint64_t)(uintptr_t)frames[i]);
+    for (unsigned i = 0; i < depth; i++) h = ts_mix64(h ^ (uint64_t)(uintptr_t)frames[i]);
     ts_prof_stack_t **head = &buckets[h & (BUCKETS - 1)];
     for (ts_prof_stack_t *s = *head; s; s = s->chain)
         if (s->hash == h && s->depth == depth &&
@@ -288,7 +280,7 @@ static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
 }
 
 static prof_block_t *block_slot(prof_block_t *table, size_t cap, uintptr_t p) {
-    size_t i = mix(p) & (cap - 1);
+    size_t i = ts_mix64(p) & (cap - 1);
     while (table[i].ptr && table[i].ptr != p) i = (i + 1) & (cap - 1);
     return &table[i];
 }
@@ -310,7 +302,7 @@ static void block_remove(prof_block_t *b) { /* backward-shift deletion */
     for (;;) {
         j = (j + 1) & (cap - 1);
         if (!blocks[j].ptr) break;
-        size_t home = mix(blocks[j].ptr) & (cap - 1);
+        size_t home = ts_mix64(blocks[j].ptr) & (cap - 1);
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
             blocks[i] = blocks[j];
             i = j;

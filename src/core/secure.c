@@ -71,14 +71,6 @@ static struct {
     unsigned first, count;
 } large_q = {.lock = TS_SPINLOCK_INIT};
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static TS_NOINLINE void secure_init(void) {
     int expect = 0;
     if (atomic_compare_exchange_strong(&ready, &expect, 1)) {
@@ -117,7 +109,7 @@ ts_block_t *_ts_secure_link_any(const ts_page_t *page, const ts_block_t *block, 
 
 void _ts_secure_page_init(ts_page_t *page) {
     secure_ready();
-    page->link_key = mix64(page->mark_key ^ _ts_secure_secret);
+    page->link_key = ts_mix64(page->mark_key ^ _ts_secure_secret);
     page->link_lo = page->start;
     page->link_span = page->reserved * page->block_size;
     if (page->zero_bs != page->block_size) { /* another layout: its blocks are not ours */
@@ -155,10 +147,10 @@ void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n) {
     uint32_t bs = page->block_size;
     ts_assert(n >= 1 && n <= TS_SHUFFLE_MAX);
     uint32_t m = n < TS_SHUFFLE_MAX ? n : TS_SHUFFLE_MAX;
-    uint64_t r = mix64(page->link_key ^ atomic_fetch_add(&carve_count, 1));
+    uint64_t r = ts_mix64(page->link_key ^ atomic_fetch_add(&carve_count, 1));
     for (uint32_t i = 0; i < m; i++) order[i] = (uint16_t)i;
     for (uint32_t i = m - 1; i > 0; i--) {
-        r = mix64(r + 0x9e3779b97f4a7c15ull);
+        r = ts_mix64(r + 0x9e3779b97f4a7c15ull);
         uint32_t j = (uint32_t)((r >> 32) * (i + 1) >> 32);
         uint16_t t = order[i];
         order[i] = order[j];

@@ -81,10 +81,13 @@ TS_INLINE void *ts_core_malloc_inline(size_t size) {
 /* Below: the second half of free's fast path. */
 TS_INLINE void ts_free_block(ts_page_t *page, ts_block_t *block, uintptr_t mark);
 
-TS_INLINE void ts_core_free_inline(void *p) {
+/* The page of p for free's fast path: NULL when p is not a block boundary
+ * that a small, medium or big page handed out (NULL, foreign, large). Also
+ * the hardened build's (secure_fast.h). */
+TS_INLINE ts_page_t *ts_free_page_of(const void *p) {
     uintptr_t u = (uintptr_t)p;
     size_t chunk = u >> TS_SEGMENT_SHIFT;
-    if (ts_unlikely(chunk >= TS_SEGMAP_ENTRIES)) goto slow;
+    if (ts_unlikely(chunk >= TS_SEGMAP_ENTRIES)) return NULL;
     unsigned shift = atomic_load_explicit(&_ts_segmap[chunk], memory_order_relaxed);
     ts_page_t *page;
     /* Constant shifts: the page's address then follows from p alone, and a
@@ -97,8 +100,14 @@ TS_INLINE void ts_core_free_inline(void *p) {
     else if (shift == TS_SHIFT_BIG)
         page = ts_page_of(ts_segment_of(p), p, TS_SHIFT_BIG);
     else
-        goto slow; /* NULL, foreign or large */
-    if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
+        return NULL;
+    if (ts_unlikely(!ts_page_block_ok(page, u))) return NULL;
+    return page;
+}
+
+TS_INLINE void ts_core_free_inline(void *p) {
+    ts_page_t *page = ts_free_page_of(p);
+    if (ts_unlikely(page == NULL)) goto slow;
     ts_block_t *block = p;
     uintptr_t mark = ts_mark_of(page, block);
     if (ts_unlikely(*ts_mark_word(block) == mark)) goto slow; /* free already */

@@ -165,18 +165,8 @@ TS_INLINE void *ts_secure_malloc_inline(size_t size) {
 }
 
 TS_INLINE void ts_secure_free_inline(void *p) {
-    uintptr_t u = (uintptr_t)p;
-    size_t chunk = u >> TS_SEGMENT_SHIFT;
-    if (ts_unlikely(chunk >= TS_SEGMAP_ENTRIES)) goto slow;
-    unsigned shift = atomic_load_explicit(&_ts_segmap[chunk], memory_order_relaxed);
-    ts_page_t *page;
-    if (ts_likely(shift == TS_SHIFT_SMALL))
-        page = ts_small_page_of(p);
-    else if (shift == TS_SHIFT_MEDIUM || shift == TS_SHIFT_BIG)
-        page = ts_page_of(ts_segment_of(p), p, shift);
-    else
-        goto slow; /* NULL, foreign, large or zero-size */
-    if (ts_unlikely(!ts_page_block_ok(page, u))) goto slow;
+    ts_page_t *page = ts_free_page_of(p);
+    if (ts_unlikely(page == NULL)) goto slow; /* NULL, foreign, large or zero-size */
     uint64_t word1 = ((uint64_t *)p)[1], qmark = ts_secure_qmark(p);
     if (ts_unlikely(word1 == ts_mark_of(page, p) || word1 == qmark)) goto slow;
     size_t cap = page->block_size;

@@ -134,6 +134,11 @@ typedef struct ts_gstats {
     _Atomic uint64_t remote_frees;
     _Atomic uint64_t remote_pushes; /* CASes that carried them */
     _Atomic uint64_t large_allocs;
+    /* Of the committed bytes, those of pages past their `touched` mark: not
+     * written since mapped or purged. committed - untouched is what the
+     * helper's rule counts (purge.c): a big page commits 4 MiB for its first
+     * block. */
+    _Atomic size_t untouched;
 } ts_gstats_t;
 TS_HIDDEN extern ts_gstats_t _ts_stats;
 TS_HIDDEN void _ts_stat_commit(size_t bytes);
@@ -142,6 +147,14 @@ TS_HIDDEN void _ts_stat_commit(size_t bytes);
  * _ts_purge_schedule() once they released it. */
 TS_HIDDEN bool _ts_stat_commit_locked(size_t bytes);
 TS_HIDDEN void _ts_stat_decommit(size_t bytes);
+/* A page's area committed or given back, of which area - touched is not
+ * written yet (untouched above); the commit returns as _ts_stat_commit_locked. */
+TS_HIDDEN bool _ts_stat_commit_page(size_t area, size_t touched);
+TS_HIDDEN void _ts_stat_decommit_pages(size_t area, size_t untouched);
+/* page_extend wrote `bytes` more of a page (owner, no lock held). */
+TS_HIDDEN void _ts_stat_touch(size_t bytes);
+/* committed - untouched: the bytes the helper's rule counts. */
+TS_HIDDEN size_t _ts_stat_used(void);
 TS_HIDDEN void _ts_stats_fold_heap(const ts_heap_t *heap);
 TS_HIDDEN void _ts_stats_print_exit(void);
 
@@ -398,8 +411,9 @@ TS_HIDDEN void _ts_check_heap(const ts_heap_t *heap, const char *where);
 
 /* ---- purge.c ------------------------------------------------------------- */
 
-/* Below this much committed memory a single-threaded process gets no helper
- * thread (purge.c). */
+/* Below this much memory in use (committed, less what no page has written
+ * yet: _ts_stat_used) a single-threaded process gets no helper thread
+ * (purge.c). */
 #define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
 TS_HIDDEN void _ts_purge_schedule(void);
 TS_HIDDEN void _ts_purge_schedule_look(void);

@@ -250,7 +250,10 @@ static bool page_extend(ts_page_t *page) {
 #endif
     page->capacity += n;
     uint32_t end = (uint32_t)(page->start - page->base) + page->capacity * bs;
-    if (end > page->touched) page->touched = end;
+    if (end > page->touched) {
+        _ts_stat_touch(end - page->touched); /* the helper's rule counts it from now */
+        page->touched = end;
+    }
     ts_assert(page->capacity <= page->reserved && page->touched <= page->area);
     atomic_store_explicit(&page->carved, page->capacity, memory_order_release);
     return true;

@@ -5,8 +5,9 @@
  * allocates).
  *
  * Who purges: a helper thread, started lazily the first time something waits
- * to be purged, in a process that has a second thread or holds more than
- * TS_PURGE_THREAD_MIN_BYTES (a single-threaded program with a small heap
+ * to be purged, in a process that has a second thread or uses more than
+ * TS_PURGE_THREAD_MIN_BYTES (committed bytes its pages have written: a
+ * single-threaded program with a small heap
  * stays single-threaded: unshare(CLONE_NEWUSER) and setns() refuse
  * multithreaded callers; its purging runs on allocation slow paths). It is
  * created from _ts_purge_safe_point(), which the allocation slow
@@ -72,11 +73,12 @@ bool _ts_purge_thread_running(void) {
     return s != PT_FAILED && s != PT_STOPPED;
 }
 
-/* Worth a thread: the process has one already, or enough memory to give back. */
+/* Worth a thread: the process has one already, or enough memory to give back.
+ * Memory in use, not committed: a big page commits 4 MiB for its first
+ * block, and a short program with two or three big blocks (git, python3)
+ * would start a thread that costs it more than its whole purging. */
 static bool helper_wanted(void) {
-    return _ts_heaps_running() > 1 ||
-           atomic_load_explicit(&_ts_stats.committed, memory_order_relaxed) >=
-               TS_PURGE_THREAD_MIN_BYTES;
+    return _ts_heaps_running() > 1 || _ts_stat_used() >= TS_PURGE_THREAD_MIN_BYTES;
 }
 
 /* Asleep with nothing to do, or towards a deadline after now + due_in. One

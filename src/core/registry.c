@@ -112,11 +112,14 @@ void _ts_segment_unmap(ts_segment_t *seg) {
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], TS_MAP_NONE,
                           memory_order_release);
     pthread_mutex_unlock(&registry_lock);
-    size_t resident = HEADER_TOUCHED;
+    size_t resident = HEADER_TOUCHED, untouched = 0;
     uint64_t dirty = atomic_load(&seg->dirty_mask);
     for (unsigned i = 0; i < TS_MAX_PAGES; i++)
-        if (dirty & ((uint64_t)1 << i)) resident += seg->pages[i].area;
-    _ts_stat_decommit(resident);
+        if (dirty & ((uint64_t)1 << i)) {
+            resident += seg->pages[i].area;
+            untouched += seg->pages[i].area - seg->pages[i].touched;
+        }
+    _ts_stat_decommit_pages(resident, untouched);
     atomic_fetch_sub(&_ts_stats.dirty, resident - HEADER_TOUCHED);
     atomic_fetch_sub(&_ts_stats.segments, 1);
     atomic_fetch_add(&_ts_stats.unmapped, TS_SEGMENT_SIZE);

@@ -70,12 +70,13 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     uint64_t refused = dirty ? _ts_segment_purge_pages(seg, dirty, now) : 0;
     uintptr_t kept_lo[TS_MAX_PAGES], kept_hi[TS_MAX_PAGES];
     unsigned kept = 0;
-    size_t kept_bytes = 0;
+    size_t kept_bytes = 0, kept_untouched = 0;
     for (uint64_t m = refused; m; m &= m - 1) {
         const ts_page_t *page = &seg->pages[__builtin_ctzll(m)];
         kept_lo[kept] = page->base;
         kept_hi[kept++] = page->base + page->area;
         kept_bytes += page->area;
+        kept_untouched += page->area - page->touched;
     }
     seg->kind = (uint8_t)kind;
     atomic_store_explicit(&seg->sweepable, 0, memory_order_relaxed);
@@ -127,6 +128,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     /* The new pages cover the old ones kept, and a little more. */
     atomic_fetch_add(&_ts_stats.dirty, made_bytes - kept_bytes);
     (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
+    _ts_stat_decommit_pages(0, kept_untouched); /* the new pages count as touched */
     ts_spin_unlock(&seg->lock);
     if (made) _ts_purge_schedule_later();
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], (uint8_t)shift,
@@ -274,8 +276,8 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     ts_heap_pages_grew(heap, page->area);
     if (was_dirty)
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
-    else
-        _ts_stat_commit(page->area);
+    else if (_ts_stat_commit_page(page->area, page->touched))
+        dirtied = true;                /* the helper's rule counts what page_extend writes */
     if (dirtied) _ts_purge_schedule(); /* their deadlines need watching */
     atomic_fetch_add(&_ts_stats.pages[seg->kind], 1);
     return page;

@@ -78,7 +78,7 @@ bool _ts_huge_half_taken(ts_segment_t *seg, unsigned half) {
     atomic_fetch_add(&_ts_stats.huge_halves, 1);
     if (!bytes) return false;
     atomic_fetch_add(&_ts_stats.dirty, bytes);
-    (void)_ts_stat_commit_locked(bytes); /* the caller's schedule covers the helper */
+    (void)_ts_stat_commit_page(bytes, 0); /* the caller's schedule covers the helper */
     return true;
 }
 
@@ -120,7 +120,7 @@ uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now)
     for (uint64_t m = mask; m; m &= m - 1)
         halves |= 1u << page_half(seg, (unsigned)__builtin_ctzll(m));
     huge_halves_split(seg, halves);
-    size_t total = 0;
+    size_t total = 0, untouched = 0;
     uint64_t refused = 0;
     while (mask) {
         unsigned first = (unsigned)__builtin_ctzll(mask), last = first;
@@ -143,12 +143,13 @@ uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now)
                 continue;
             }
             ts_page_set_state(page, TS_PAGE_FREE_CLEAN);
+            untouched += page->area - page->touched;
             page->touched = 0;
             page->purge_refusals = 0;
             total += page->area;
         }
     }
-    _ts_stat_decommit(total);
+    _ts_stat_decommit_pages(total, untouched);
     atomic_fetch_sub(&_ts_stats.dirty, total);
     atomic_fetch_add(&_ts_stats.purged, total);
     return refused;
@@ -160,10 +161,11 @@ bool _ts_segment_purge_in_use(ts_page_t *page) {
     ts_spin_lock(&seg->lock);
     huge_halves_split(seg, 1u << page_half(seg, page->index));
     bool purged = _ts_os_purge((void *)page->base, page->area);
+    size_t untouched = page->area - page->touched;
     if (purged) page->touched = 0;
     ts_spin_unlock(&seg->lock);
     if (purged) { /* in use, yet not resident: _ts_segment_page_free frees it clean */
-        _ts_stat_decommit(page->area);
+        _ts_stat_decommit_pages(page->area, untouched);
         atomic_fetch_add(&_ts_stats.purged, page->area);
     }
     return purged;

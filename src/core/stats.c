@@ -24,11 +24,28 @@ TS_HIDDEN int _ts_options_describe(int i, const char **name, long long *value, l
 
 ts_gstats_t _ts_stats;
 
-bool _ts_stat_commit_locked(size_t bytes) {
+size_t _ts_stat_used(void) {
+    size_t c = atomic_load_explicit(&_ts_stats.committed, memory_order_relaxed);
+    size_t u = atomic_load_explicit(&_ts_stats.untouched, memory_order_relaxed);
+    return c > u ? c - u : 0;
+}
+
+/* True when the bytes in use just grew by `grew` past the helper's bound. */
+static bool used_crossed(size_t grew) {
+    size_t used = _ts_stat_used();
+    return ts_unlikely(used >= TS_PURGE_THREAD_MIN_BYTES &&
+                       used - TS_PURGE_THREAD_MIN_BYTES < grew);
+}
+
+static bool commit(size_t bytes, size_t used_grows) {
     size_t now =
         atomic_fetch_add_explicit(&_ts_stats.committed, bytes, memory_order_relaxed) + bytes;
     ts_peak_update(&_ts_stats.peak, now);
-    return ts_unlikely(now >= TS_PURGE_THREAD_MIN_BYTES && now - bytes < TS_PURGE_THREAD_MIN_BYTES);
+    return used_crossed(used_grows);
+}
+
+bool _ts_stat_commit_locked(size_t bytes) {
+    return commit(bytes, bytes);
 }
 
 void _ts_stat_commit(size_t bytes) {
@@ -37,6 +54,28 @@ void _ts_stat_commit(size_t bytes) {
 
 void _ts_stat_decommit(size_t bytes) {
     atomic_fetch_sub_explicit(&_ts_stats.committed, bytes, memory_order_relaxed);
+}
+
+/* Untouched first, so that the bytes in use do not jump by the area meanwhile. */
+bool _ts_stat_commit_page(size_t area, size_t touched) {
+    ts_assert(touched <= area);
+    atomic_fetch_add_explicit(&_ts_stats.untouched, area - touched, memory_order_relaxed);
+    return commit(area, touched);
+}
+
+void _ts_stat_decommit_pages(size_t area, size_t untouched) {
+    ts_assert(untouched <= area);
+    _ts_stat_decommit(area);
+    size_t was = atomic_fetch_sub_explicit(&_ts_stats.untouched, untouched, memory_order_relaxed);
+    ts_assert(was >= untouched);
+    (void)was;
+}
+
+void _ts_stat_touch(size_t bytes) {
+    size_t was = atomic_fetch_sub_explicit(&_ts_stats.untouched, bytes, memory_order_relaxed);
+    ts_assert(was >= bytes);
+    (void)was;
+    if (used_crossed(bytes)) _ts_purge_schedule();
 }
 
 TS_RACY_READER static uint64_t rd(const uint64_t *p) {

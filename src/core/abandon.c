@@ -23,7 +23,7 @@
 static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *abandoned_list;
-static _Atomic size_t abandoned_count;
+static TS_STARTUP_DATA _Atomic size_t abandoned_count;
 /* When the next reclaim pass is due (monotonic ns; 0: none asked): the first
  * remote free into an abandoned segment after a pass sets it a purge delay
  * ahead. A pass per such free woke the helper thousands of times a second

@@ -47,10 +47,10 @@ ts_heap_t _ts_heap_empty = {.direct = EMPTY_DIRECT, .head = EMPTY_HEADS, .state 
 ts_heap_t _ts_heap_dead = {.direct = EMPTY_DIRECT, .head = EMPTY_HEADS, .state = TS_HEAP_DEAD};
 __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec"))) = &_ts_heap_empty;
 
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static ts_heap_t *pool_free;
-static ts_heap_t *heaps_all;
-static uint32_t heap_ids;
+static TS_STARTUP_DATA pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_STARTUP_DATA ts_heap_t *pool_free;
+static TS_STARTUP_DATA ts_heap_t *heaps_all;
+static TS_STARTUP_DATA uint32_t heap_ids;
 
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_heap_t *shared;
@@ -58,14 +58,14 @@ static ts_heap_t *shared;
 /* The main thread's heap while it lives. Until main's heap is freed, main
  * has not called pthread_exit, so other threads' exits need not make the
  * purge thread look at /proc (purge.c). Written under pool_lock. */
-static _Atomic(ts_heap_t *) main_heap;
+static TS_STARTUP_DATA _Atomic(ts_heap_t *) main_heap;
 /* Heaps found dead by heap_free (their thread ended holding the robust
  * mutex), for the next _ts_heaps_reap to abandon. Under pool_lock. */
 static ts_heap_t *found_dead;
 
 /* Heaps counted in heaps_live that belong to no running thread: the shared
  * heap, and in a fork child those of the parent's other threads. */
-static _Atomic size_t heaps_foreign;
+static TS_STARTUP_DATA _Atomic size_t heaps_foreign;
 
 #define POOL_CHUNK  ((size_t)256 * 1024)
 #define POOL_STRIDE ts_align_up(sizeof(ts_heap_t), 128)
@@ -73,7 +73,7 @@ static _Atomic size_t heaps_foreign;
 /* The unused tail of the newest pool chunk: heaps are cut from it only when
  * the free list is empty, so a process with one thread touches one heap's
  * pages, not the whole chunk. */
-static char *pool_bump, *pool_end;
+static TS_STARTUP_DATA char *pool_bump, *pool_end;
 
 static ts_heap_t *pool_get(void) {
     pthread_mutex_lock(&pool_lock);

@@ -21,10 +21,10 @@
 
 #include "base/thread_exit.h"
 
-static _Atomic int process_state;
+static TS_STARTUP_DATA _Atomic int process_state;
 /* Random, set before the first page exists (internal.h: free marks). */
 static uint64_t mark_secret = 0xd6e8feb86659fd93ull;
-static _Atomic uint64_t mark_pages;
+static TS_STARTUP_DATA _Atomic uint64_t mark_pages;
 
 uint64_t _ts_new_mark_key(void) {
     uint64_t n = atomic_fetch_add_explicit(&mark_pages, 1, memory_order_relaxed) + 1;
@@ -34,8 +34,8 @@ uint64_t _ts_new_mark_key(void) {
     x ^= x >> 32;
     return x | (uint64_t)1 << 63;
 }
-static _Atomic int ctor_done;
-static ts_thread_exit_t heap_exit;
+static TS_STARTUP_DATA _Atomic int ctor_done;
+static TS_STARTUP_DATA ts_thread_exit_t heap_exit;
 
 static void thread_exit_heap(ts_heap_t *heap) {
     /* A heap made after glibc cleared this thread's keys (its first allocator

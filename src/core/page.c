@@ -35,7 +35,7 @@
  */
 #include "core/internal.h"
 
-ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow path */
+TS_STARTUP_DATA ts_page_t _ts_page_empty; /* no free blocks: sends the fast path to the slow path */
 
 /* Blocks carved per extension: lazy, so a page only touches what it hands
  * out. Carving writes one word at the start of each block (its free mark),

@@ -46,7 +46,7 @@ TS_DESIGN_DECLARE(core)
 #define TS_DESIGN profd /* designs/family.h calls _ts_profd_*, below */
 #include "designs/family.h"
 
-unsigned char _ts_prof_on;
+TS_STARTUP_DATA unsigned char _ts_prof_on;
 ts_prof_state_t _ts_prof = {.lock = TS_SPINLOCK_INIT};
 
 /* ---- arithmetic: no libm (the library needs libc and pthreads only) ---- */

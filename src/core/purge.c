@@ -40,12 +40,12 @@
 enum { PT_STOPPED, PT_WANTED, PT_STARTING, PT_RUNNING, PT_FAILED };
 enum { SLEEP_NONE, SLEEP_TIMED, SLEEP_IDLE };
 
-static _Atomic int pt_state;
-_Atomic int _ts_purge_wanted;       /* pt_state == PT_WANTED, for the inline check */
-static _Atomic int pt_pending;      /* something was freed since the last scan */
-static _Atomic int pt_pending_look; /* an idle thread's memory to look at (rescue, sweep) */
-static _Atomic int pt_sleeping;     /* SLEEP_*: it waits on pt_cond */
-static _Atomic uint64_t pt_until;   /* the deadline of its SLEEP_TIMED wait */
+static TS_STARTUP_DATA _Atomic int pt_state;
+TS_STARTUP_DATA _Atomic int _ts_purge_wanted;  /* pt_state == PT_WANTED, for the inline check */
+static TS_STARTUP_DATA _Atomic int pt_pending; /* something was freed since the last scan */
+static TS_STARTUP_DATA _Atomic int pt_pending_look; /* an idle thread's memory to look at */
+static TS_STARTUP_DATA _Atomic int pt_sleeping;     /* SLEEP_*: it waits on pt_cond */
+static _Atomic uint64_t pt_until;                   /* the deadline of its SLEEP_TIMED wait */
 static _Atomic int pt_look_at_main; /* a thread with a heap ended: has main exited? */
 static pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;

@@ -23,8 +23,8 @@
 
 _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static ts_segment_t *registry;
+static TS_STARTUP_DATA pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_STARTUP_DATA ts_segment_t *registry;
 
 /* Address space reserved for segments not mapped yet: one aligned mapping of
  * TS_SEGMENT_RESERVE segments at a time, so a new segment costs no system
@@ -32,8 +32,8 @@ static ts_segment_t *registry;
  * and each munmap of a multithreaded process interrupts the other CPUs).
  * Untouched reserved memory costs address space only. Leaf lock. */
 #define TS_SEGMENT_RESERVE 16
-static pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
-static uintptr_t reserve_next, reserve_end;
+static TS_STARTUP_DATA pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_STARTUP_DATA uintptr_t reserve_next, reserve_end;
 
 /* Bytes of the header that are ever touched (the rest of its 64 KiB is not). */
 #define HEADER_TOUCHED ts_align_up(sizeof(ts_segment_t), 4096)

@@ -27,9 +27,9 @@
  */
 #include "core/internal.h"
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static ts_segment_t *cache_list;
-static size_t cache_count;
+static TS_STARTUP_DATA pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_STARTUP_DATA ts_segment_t *cache_list;
+static TS_STARTUP_DATA size_t cache_count;
 
 /* ---- formatting ----------------------------------------------------------------- */
 

@@ -31,11 +31,11 @@ static pthread_mutex_t sbrk_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- failure hook ------------------------------------------------------ */
 
-static _Atomic unsigned fail_ops;
-static _Atomic long fail_skip;
-static _Atomic long fail_count;
-static _Atomic long fail_total;
-static _Atomic int fail_env_read;
+static TS_STARTUP_DATA _Atomic unsigned fail_ops;
+static TS_STARTUP_DATA _Atomic long fail_skip;
+static TS_STARTUP_DATA _Atomic long fail_count;
+static TS_STARTUP_DATA _Atomic long fail_total;
+static TS_STARTUP_DATA _Atomic int fail_env_read;
 
 static unsigned parse_ops(const char *s, const char **end) {
     unsigned ops = 0;
@@ -102,7 +102,7 @@ static bool should_fail(unsigned op) {
 /* ---- facts about the machine ------------------------------------------ */
 
 size_t _ts_os_page_size(void) {
-    static _Atomic size_t page; /* racing first calls store the same value */
+    static TS_STARTUP_DATA _Atomic size_t page; /* racing first calls store the same value */
     size_t p = atomic_load_explicit(&page, memory_order_relaxed);
     if (!p) {
         p = (size_t)sysconf(_SC_PAGESIZE);
@@ -225,7 +225,7 @@ uint64_t _ts_os_random(void) {
 
 /* The kernel cannot name mappings (EINVAL: no CONFIG_ANON_VMA_NAME): no more
  * calls. Any other failure is that call's own. */
-static _Atomic bool naming_unsupported;
+static TS_STARTUP_DATA _Atomic bool naming_unsupported;
 
 void _ts_os_name(void *addr, size_t size, const char *name) {
     if (atomic_load_explicit(&naming_unsupported, memory_order_relaxed)) return;

@@ -23,6 +23,12 @@ extern "C" {
 #endif
 
 #define TS_HIDDEN __attribute__((visibility("hidden")))
+/* Small state that every process touches at start-up or at its first
+ * allocation: placed in .data, whose few pages the loader writes anyway (the
+ * relocations of the static heaps, the zeroed head of the bss), rather than
+ * in bss pages scattered between large arrays, each a page fault of its own
+ * (docs/core/threads-and-fork.md, tests/unit/core_startup.c). */
+#define TS_STARTUP_DATA __attribute__((section(".data.tsalloc_startup")))
 
 /* The OS page size (4096 here) and the number of CPUs this process may run on. */
 TS_HIDDEN size_t _ts_os_page_size(void);

@@ -136,7 +136,7 @@ typedef struct ts_gstats {
     _Atomic uint64_t large_allocs;
     /* Of the committed bytes, those of pages past their `touched` mark: not
      * written since mapped or purged. committed - untouched is what the
-     * helper's rule counts (purge.c): a big page commits 4 MiB for its first
+     * purge thread's rule counts (purge.c): a big page commits 4 MiB for its first
      * block. */
     _Atomic size_t untouched;
 } ts_gstats_t;
@@ -153,7 +153,7 @@ TS_HIDDEN bool _ts_stat_commit_page(size_t area, size_t touched);
 TS_HIDDEN void _ts_stat_decommit_pages(size_t area, size_t untouched);
 /* page_extend wrote `bytes` more of a page (owner, no lock held). */
 TS_HIDDEN void _ts_stat_touch(size_t bytes);
-/* committed - untouched: the bytes the helper's rule counts. */
+/* committed - untouched: the bytes the purge thread's rule counts. */
 TS_HIDDEN size_t _ts_stat_used(void);
 TS_HIDDEN void _ts_stats_fold_heap(const ts_heap_t *heap);
 TS_HIDDEN void _ts_stats_print_exit(void);
@@ -412,7 +412,7 @@ TS_HIDDEN void _ts_check_heap(const ts_heap_t *heap, const char *where);
 /* ---- purge.c ------------------------------------------------------------- */
 
 /* Below this much memory in use (committed, less what no page has written
- * yet: _ts_stat_used) a single-threaded process gets no helper thread
+ * yet: _ts_stat_used) a single-threaded process gets no purge thread
  * (purge.c). */
 #define TS_PURGE_THREAD_MIN_BYTES ((size_t)8 << 20)
 TS_HIDDEN void _ts_purge_schedule(void);

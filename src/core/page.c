@@ -251,7 +251,7 @@ static bool page_extend(ts_page_t *page) {
     page->capacity += n;
     uint32_t end = (uint32_t)(page->start - page->base) + page->capacity * bs;
     if (end > page->touched) {
-        _ts_stat_touch(end - page->touched); /* the helper's rule counts it from now */
+        _ts_stat_touch(end - page->touched); /* the purge thread's rule counts it */
         page->touched = end;
     }
     ts_assert(page->capacity <= page->reserved && page->touched <= page->area);

@@ -277,7 +277,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     if (was_dirty)
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
     else if (_ts_stat_commit_page(page->area, page->touched))
-        dirtied = true;                /* the helper's rule counts what page_extend writes */
+        dirtied = true;                /* the purge thread's rule counts what page_extend writes */
     if (dirtied) _ts_purge_schedule(); /* their deadlines need watching */
     atomic_fetch_add(&_ts_stats.pages[seg->kind], 1);
     return page;

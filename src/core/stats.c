@@ -30,7 +30,7 @@ size_t _ts_stat_used(void) {
     return c > u ? c - u : 0;
 }
 
-/* True when the bytes in use just grew by `grew` past the helper's bound. */
+/* True when the bytes in use just grew by `grew` past the purge thread's bound. */
 static bool used_crossed(size_t grew) {
     size_t used = _ts_stat_used();
     return ts_unlikely(used >= TS_PURGE_THREAD_MIN_BYTES &&

@@ -44,11 +44,11 @@ static int child_stays_single(void);
 
 /* One block of each class of big pages (80 KiB - 512 KiB), each written a
  * little: every such page is a whole segment, 4 MiB committed for its first
- * block, 47 MiB in all, yet the program uses 3 MiB. The helper's rule counts
+ * block, 47 MiB in all, yet the program uses 3 MiB. The purge thread's rule counts
  * memory in use, so a short program with a few big blocks (git log, python3
  * -c pass) stays single-threaded: a thread would cost it more than all its
  * purging. Returns 0, or what went wrong. */
-static int big_blocks_no_helper(void) {
+static int big_blocks_one_thread(void) {
     static void *b[12];
     int n = 0;
     for (size_t p2 = (size_t)64 << 10; p2 <= ((size_t)256 << 10); p2 *= 2)
@@ -164,18 +164,18 @@ int main(void) {
      * the program, not the rule. */
     size_t used = _ts_stat_used();
     CHECK_MSG(used < TS_PURGE_THREAD_MIN_BYTES,
-              "a small program uses %zu bytes, not under the helper's %zu", used,
+              "a small program uses %zu bytes, not under the purge thread's %zu", used,
               TS_PURGE_THREAD_MIN_BYTES);
     CHECK_EQ(ts_thread_count(), 1);
 
     pid_t big = fork();
     CHECK(big >= 0);
-    if (big == 0) _exit(big_blocks_no_helper());
+    if (big == 0) _exit(big_blocks_one_thread());
     int big_status = 0;
     CHECK(waitpid(big, &big_status, 0) == big);
     CHECK_MSG(WIFEXITED(big_status) && WEXITSTATUS(big_status) == 0,
               "a program with a few big blocks: status %#x (2: committed too little to mean "
-              "anything, 3: counted as used, 4: a helper thread)",
+              "anything, 3: counted as used, 4: a purge thread)",
               big_status);
 
     /* A bigger heap, still one thread: the helper starts (at the allocation

@@ -185,7 +185,7 @@ static inline bool take(uint64_t size) {
 /* ---- the tables ---- */
 
 /* Stacks: never freed; from an arena of mapped chunks. */
-#define BUCKETS     (1u << 14)
+#define BUCKETS     (1u << 12) /* 32 KiB: pages of it count in RSS once touched */
 #define ARENA_CHUNK ((size_t)256 << 10)
 static ts_prof_stack_t *buckets[BUCKETS];
 static char *arena, *arena_end;
@@ -250,7 +250,7 @@ static void pool_check(const void *p, const char *func) {
         }
 }
 
-static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
+ts_prof_stack_t *_ts_prof_stack_get(void *const *frames, unsigned depth) {
     uint64_t h = depth;
     for (unsigned i = 0; i < depth; i++) h = ts_mix64(h ^ (uint64_t)(uintptr_t)frames[i]);
     ts_prof_stack_t **head = &buckets[h & (BUCKETS - 1)];
@@ -258,7 +258,7 @@ static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
         if (s->hash == h && s->depth == depth &&
             memcmp(s->frames, frames, depth * sizeof(void *)) == 0)
             return s;
-    size_t need = sizeof(ts_prof_stack_t) + depth * sizeof(void *);
+    size_t need = sizeof(ts_prof_stack_t) + depth * (sizeof(void *) + sizeof(uintptr_t));
     if ((size_t)(arena_end - arena) < need) {
         char *chunk = _ts_os_map(ARENA_CHUNK);
         if (!chunk) return NULL;
@@ -271,6 +271,7 @@ static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
     s->hash = h;
     s->depth = depth;
     memcpy(s->frames, frames, depth * sizeof(void *));
+    ts_prof_stack_off(s)[0] = 0;
     s->chain = *head;
     *head = s;
     s->next = _ts_prof.stacks;
@@ -314,39 +315,34 @@ static void block_remove(prof_block_t *b) { /* backward-shift deletion */
 
 /* ---- samples ---- */
 
-/* Records a sample of `size` bytes at p, weighing w blocks; own: see
- * prof_block_t. With p NULL, takes a block of own bytes from the pool
- * first, and records nothing when it has none. Returns p. */
-static void *record(void *p, size_t size, double w, size_t own, size_t align, void *const *frames,
-                    unsigned depth) {
+/* Records a sample of `size` bytes at p with stack s, weighing w blocks;
+ * own: see prof_block_t. Under the lock. */
+static void record_locked(void *p, ts_prof_stack_t *s, size_t size, double w, size_t own) {
     double bytes = w * (double)size;
+    if (2 * (blocks_count + 1) > blocks_cap && !blocks_grow()) return;
+    prof_block_t *b = block_slot(blocks, blocks_cap, (uintptr_t)p);
+    if (!b->ptr) blocks_count++;
+    *b = (prof_block_t){(uintptr_t)p, s, w, bytes, own};
+    s->live_objs += w;
+    s->live_bytes += bytes;
+    s->alloc_objs += w;
+    s->alloc_bytes += bytes;
+    _ts_prof.live_bytes += bytes;
+    _ts_prof.alloc_bytes += bytes;
+    if (_ts_prof.peak_growth && _ts_prof.write && _ts_prof.live_bytes >= _ts_prof.peak_next) {
+        _ts_prof_dump_locked(TS_PROF_PEAK, NULL);
+        _ts_prof.peak_next = _ts_prof.live_bytes * (1 + (double)_ts_prof.peak_growth / 100);
+    }
+    if (_ts_prof.interval && _ts_prof.write && _ts_prof.alloc_bytes >= _ts_prof.interval_next) {
+        _ts_prof_dump_locked(TS_PROF_INTERVAL, NULL);
+        _ts_prof.interval_next = _ts_prof.alloc_bytes + (double)_ts_prof.interval;
+    }
+}
+
+static void record(void *p, ts_prof_stack_t *s, size_t size, double w, size_t own) {
     ts_spin_lock(&_ts_prof.lock);
-    if (!p && !(p = (void *)pool_take(own, align, &own))) {
-        ts_spin_unlock(&_ts_prof.lock);
-        return NULL;
-    }
-    ts_prof_stack_t *s = stack_get(frames, depth);
-    if (s && (2 * (blocks_count + 1) <= blocks_cap || blocks_grow())) {
-        prof_block_t *b = block_slot(blocks, blocks_cap, (uintptr_t)p);
-        if (!b->ptr) blocks_count++;
-        *b = (prof_block_t){(uintptr_t)p, s, w, bytes, own};
-        s->live_objs += w;
-        s->live_bytes += bytes;
-        s->alloc_objs += w;
-        s->alloc_bytes += bytes;
-        _ts_prof.live_bytes += bytes;
-        _ts_prof.alloc_bytes += bytes;
-        if (_ts_prof.peak_growth && _ts_prof.write && _ts_prof.live_bytes >= _ts_prof.peak_next) {
-            _ts_prof_dump_locked(TS_PROF_PEAK, NULL);
-            _ts_prof.peak_next = _ts_prof.live_bytes * (1 + (double)_ts_prof.peak_growth / 100);
-        }
-        if (_ts_prof.interval && _ts_prof.write && _ts_prof.alloc_bytes >= _ts_prof.interval_next) {
-            _ts_prof_dump_locked(TS_PROF_INTERVAL, NULL);
-            _ts_prof.interval_next = _ts_prof.alloc_bytes + (double)_ts_prof.interval;
-        }
-    }
+    record_locked(p, s, size, w, own);
     ts_spin_unlock(&_ts_prof.lock);
-    return p;
 }
 
 /* Drops p's sample; returns the bytes it owns (prof_block_t.own), or 0 when
@@ -381,12 +377,11 @@ bool _ts_prof_free(void *p) {
     return kept;
 }
 
-/* The stack of the current call (the entry's return address and frame
- * pointer are in prof_tls). */
-static unsigned walk(void **frames) {
+/* Takes the lock and returns the current call's stack (the entry's return
+ * address and frame pointer are in prof_tls); NULL: none could be kept. */
+static ts_prof_stack_t *stack_lock(void) {
     prof_tls_t *t = &prof_tls;
-    return _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_lo, t->stack_hi,
-                         t->ra_slot);
+    return _ts_prof_stack_lock(t->ra, t->fp, t->stack_lo, t->stack_hi, t->ra_slot);
 }
 
 /* The weight of a sample of `size` bytes: programs sample the same sizes
@@ -400,35 +395,45 @@ static double weight(size_t size) {
     return t->w;
 }
 
-/* A sampled allocation: a large block whatever its size. Above the largest
- * class the core's own path gives one; below, a freed sampled block from
- * the pool, else the large-block path itself. */
+/* A sampled allocation: a large block whatever its size. Below the largest
+ * class, a freed sampled block from the pool, taken under the lock that
+ * found the stack (a sample then takes the lock once), else the large-block
+ * path itself; above, the core's own path gives one. */
 static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
-    void *frames[TS_PROF_FRAMES];
-    unsigned depth = walk(frames);
     double w = weight(size);
     void *p;
-    if (size <= TS_CLASS_MAX_SIZE) {
-        size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
-        p = record(NULL, size, w, own, align ? align : 1, frames, depth);
-        if (p) {
-            if (zero) memset(p, 0, size);
-            return p;
-        }
+    if (size > TS_CLASS_MAX_SIZE) {
+        p = zero    ? _ts_core_calloc(size)
+            : align ? _ts_core_memalign(align, size)
+                    : _ts_core_malloc(size);
+        if (!p) return p;
+        ts_prof_stack_t *s = stack_lock();
+        if (s) record_locked(p, s, size, w, 0);
+        ts_spin_unlock(&_ts_prof.lock);
+        return p;
+    }
+    size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
+    ts_prof_stack_t *s = stack_lock();
+    p = s ? (void *)pool_take(own, align ? align : 1, &own) : NULL;
+    if (p) record_locked(p, s, size, w, own);
+    ts_spin_unlock(&_ts_prof.lock);
+    if (p) {
+        if (zero) memset(p, 0, size);
+        return p;
+    }
+    if (s) {
         int saved = errno;
         p = _ts_large_alloc(size, align, zero);
-        if (p) record(p, size, w, own, 1, frames, depth);
+        if (p) record(p, s, size, w, own);
         ts_purge_safe_point();
         if (p) return p;
         /* No mapping (out of memory, or of mappings: vm.max_map_count):
          * the block is served as if not sampled, rather than refused. */
         errno = saved;
     }
-    p = zero    ? _ts_core_calloc(size)
-        : align ? _ts_core_memalign(align, size)
-                : _ts_core_malloc(size);
-    if (p && size > TS_CLASS_MAX_SIZE) record(p, size, w, 0, 1, frames, depth);
-    return p;
+    return zero    ? _ts_core_calloc(size)
+           : align ? _ts_core_memalign(align, size)
+                   : _ts_core_malloc(size);
 }
 
 /* ---- the malloc family, profiled (family.h's edge cases call these) ---- */
@@ -457,25 +462,30 @@ void _ts_profd_free(void *p) {
  * place or moves with mremap as without the profiler. */
 void *_ts_profd_realloc(void *p, size_t size) {
     if (ts_likely(!take(size))) return _ts_core_realloc(p, size);
-    void *frames[TS_PROF_FRAMES], *q;
-    unsigned depth = walk(frames);
     double w = weight(size);
+    void *q;
     if (size > TS_CLASS_MAX_SIZE) {
         q = _ts_core_realloc(p, size);
-        if (q) record(q, size, w, 0, 1, frames, depth);
+        if (!q) return q;
+        ts_prof_stack_t *s = stack_lock();
+        if (s) record_locked(q, s, size, w, 0);
+        ts_spin_unlock(&_ts_prof.lock);
         return q;
     }
     size_t old = _ts_usable_checked(p, "realloc");
     size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
-    q = record(NULL, size, w, own, 1, frames, depth);
+    ts_prof_stack_t *s = stack_lock();
+    q = s ? (void *)pool_take(own, 1, &own) : NULL;
+    if (q) record_locked(q, s, size, w, own);
+    ts_spin_unlock(&_ts_prof.lock);
     if (!q) {
         int saved = errno;
-        q = _ts_large_alloc(size, 0, false);
+        q = s ? _ts_large_alloc(size, 0, false) : NULL;
         if (!q) { /* no mapping: not sampled (see sampled()) */
             errno = saved;
             return _ts_core_realloc(p, size);
         }
-        record(q, size, w, own, 1, frames, depth);
+        record(q, s, size, w, own);
     }
     memcpy(q, p, old < size ? old : size);
     _ts_core_free(p);

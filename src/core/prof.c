@@ -421,16 +421,14 @@ static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
         if (zero) memset(p, 0, size);
         return p;
     }
-    if (s) {
-        int saved = errno;
-        p = _ts_large_alloc(size, align, zero);
-        if (p) record(p, s, size, w, own);
-        ts_purge_safe_point();
-        if (p) return p;
-        /* No mapping (out of memory, or of mappings: vm.max_map_count):
-         * the block is served as if not sampled, rather than refused. */
-        errno = saved;
-    }
+    int saved = errno;
+    p = _ts_large_alloc(size, align, zero);
+    if (p && s) record(p, s, size, w, own);
+    ts_purge_safe_point();
+    if (p) return p;
+    /* No mapping (out of memory, or of mappings: vm.max_map_count): the
+     * block is served as if not sampled, rather than refused. */
+    errno = saved;
     return zero    ? _ts_core_calloc(size)
            : align ? _ts_core_memalign(align, size)
                    : _ts_core_malloc(size);
@@ -480,12 +478,12 @@ void *_ts_profd_realloc(void *p, size_t size) {
     ts_spin_unlock(&_ts_prof.lock);
     if (!q) {
         int saved = errno;
-        q = s ? _ts_large_alloc(size, 0, false) : NULL;
+        q = _ts_large_alloc(size, 0, false);
         if (!q) { /* no mapping: not sampled (see sampled()) */
             errno = saved;
             return _ts_core_realloc(p, size);
         }
-        record(q, s, size, w, own);
+        if (s) record(q, s, size, w, own);
     }
     memcpy(q, p, old < size ? old : size);
     _ts_core_free(p);
@@ -610,7 +608,9 @@ __attribute__((constructor)) static void prof_constructor(void) {
     /* The first peak profile once the heap holds a few samples' worth. */
     _ts_prof.peak_next = (double)(_ts_prof.rate > TS_MB(1) ? _ts_prof.rate : TS_MB(1));
     _ts_prof.interval_next = (double)_ts_prof.interval;
-    if (_ts_prof.unwind) _ts_prof_walk_prepare();
+    /* backtrace() loads libgcc_s: only where unwind.c does not serve. */
+    if (_ts_prof.unwind == 2 || (_ts_prof.unwind == 1 && !_ts_prof_unwind_ok()))
+        _ts_prof_walk_prepare();
     _ts_os_keep_stderr();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(prof_exit);

@@ -92,6 +92,15 @@ TS_HIDDEN ts_prof_stack_t *_ts_prof_stack_lock(void *ra, uintptr_t fp, uintptr_t
  * (top 0 when unknown). May allocate: called outside the lock, with the
  * thread's profiler busy. */
 TS_HIDDEN uintptr_t _ts_prof_stack_bounds(uintptr_t *lo);
+/* ---- unwind.c ---- */
+
+/* True when unwind.c's walker works here (x86-64, glibc 2.35+). */
+TS_HIDDEN bool _ts_prof_unwind_ok(void);
+/* Fills out[0..max) with the stack from the entry's return address `ra`
+ * outward, by the unwind tables; reads the stack below stack_hi only.
+ * Returns the depth, 0 when ra was not reached. */
+TS_HIDDEN unsigned _ts_prof_unwind(void **out, unsigned max, void *ra, uintptr_t stack_hi);
+
 /* Makes the walk with glibc's backtrace() safe to call from malloc
  * (its first call loads libgcc_s); called by the constructor. */
 TS_HIDDEN void _ts_prof_walk_prepare(void);

@@ -1,17 +1,17 @@
 /* Call stacks for the heap profiler, without allocating and without a lock
  * that malloc may hold.
  *
- * Default (TSALLOC_PROF_UNWIND=1): glibc's backtrace(), which unwinds with
- * the DWARF tables of libgcc_s, so code built without frame pointers (most
- * distribution binaries) still gives whole stacks. Its first call loads
+ * Default (TSALLOC_PROF_UNWIND=1): unwind.c, which reads the DWARF unwind
+ * tables itself, so code built without frame pointers (most distribution
+ * binaries) still gives whole stacks and nothing is loaded. With 2, or where
+ * unwind.c does not serve (not x86-64, glibc before 2.35): glibc's
+ * backtrace(), the same tables through libgcc_s; its first call loads
  * libgcc_s, which allocates, so the constructor makes it once before
- * sampling starts; with glibc 2.35 and libgcc 12 or later it finds each
- * frame's tables with _dl_find_object, without the loader's lock. About 3 us
- * more per sample than the frame pointers (docs/profiling.md).
+ * sampling starts.
  * Stacks walked once are kept (below) and checked against the stack
  * instead of walked again, under the profiler's lock, which the sample then
  * keeps for its table updates.
- * TSALLOC_PROF_UNWIND=0, and the fallback when backtrace() does not reach
+ * TSALLOC_PROF_UNWIND=0, and the fallback when the unwinder does not reach
  * the caller: the frame-pointer chain. The innermost frame is the return
  * address the shim's entry passed; then each frame pointer must lie above
  * the last, 8-aligned, below the thread's stack top, so garbage in %rbp
@@ -20,7 +20,8 @@
  *
  * Invariant: only the calling thread's stack is read, between the walker's
  * own frame and the top that _ts_prof_stack_bounds found, and only when the
- * walker runs on that stack.
+ * walker runs on that stack; on a signal stack (sigaltstack), unwind.c reads
+ * that one up to its top.
  * Lock order: the walk itself (backtrace(), which may take the loader's
  * lock) runs outside the profiler's lock, a leaf.
  */
@@ -28,6 +29,7 @@
 
 #include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 
 #include "core/internal.h"
@@ -130,9 +132,20 @@ static unsigned walk_backtrace(void **out, unsigned max, void *ra) {
     return 0;
 }
 
+/* The top of the signal stack the walker runs on, or 0. */
+static uintptr_t altstack_top(uintptr_t here) {
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) != 0 || !(ss.ss_flags & SS_ONSTACK)) return 0;
+    uintptr_t lo = (uintptr_t)ss.ss_sp, hi = lo + ss.ss_size;
+    return here > lo && here < hi ? hi : 0;
+}
+
 static unsigned walk(void **out, unsigned max, void *ra, uintptr_t fp, uintptr_t here,
                      uintptr_t stack_hi) {
-    if (_ts_prof.unwind) {
+    if (_ts_prof.unwind == 1 && _ts_prof_unwind_ok()) {
+        unsigned depth = _ts_prof_unwind(out, max, ra, stack_hi ? stack_hi : altstack_top(here));
+        if (depth) return depth;
+    } else if (_ts_prof.unwind) {
         unsigned depth = walk_backtrace(out, max, ra);
         if (depth) return depth;
     }

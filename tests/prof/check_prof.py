@@ -6,8 +6,8 @@ the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
 Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx,
-reuse
-(PROGRAM is prof_cxx for cxx, else prof_program).
+reuse, unwind
+(PROGRAM is prof_cxx for cxx, prof_unwind for unwind, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
 here (pprof without Go).
 """
@@ -240,8 +240,11 @@ def case_reuse(tmp):
 
 def case_nomap(tmp):
     """When a sampled block finds no mapping (here: every mmap of tsalloc
-    after the first 40 fails), it is served unsampled instead of refused."""
-    _, truth = run(["shares", "2", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+    after the first 40 fails), it is served unsampled instead of refused.
+    At a rate above 1, so that the blocks not sampled before the failures
+    started had the core map its segments (at rate 1 the core has none)."""
+    _, truth = run(["shares", "2", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "4096",
+                                          "TSALLOC_PROF_SEED": "1",
                                           "TSALLOC_TEST_OS_FAIL": "mmap:40:-1"}, tmp)
     check(all(k in truth for k in ("hold60", "hold30", "hold10")), "every block allocated")
     prof = only_profile(tmp)
@@ -265,6 +268,50 @@ def case_cxx(tmp):
     check(cum(prof, "cxx_kept()", 0) == 150, "cxx_kept: 150 objects live")
     check(cum(prof, "cxx_freed()", 3) == 4000 and cum(prof, "cxx_freed()") == 0,
           "cxx_freed: 4000 bytes allocated, none live")
+
+
+def object_stacks(prof):
+    """Each stack as (object, offset) pairs, which do not move with where
+    the objects were mapped, with its live and allocated objects."""
+    out = set()
+    for s in prof.samples:
+        frames = []
+        for a in s.addrs:
+            where = "0x%x" % a
+            for lo, hi, off, path in prof.maps:
+                if lo <= a < hi:
+                    where = "%s+0x%x" % (os.path.basename(path), a - lo + off)
+                    break
+            frames.append(where)
+        out.add((tuple(frames), s.values[0], s.values[2]))
+    return out
+
+
+def case_unwind(tmp):
+    """The unwinder (TSALLOC_PROF_UNWIND=1) gives the stacks that glibc's
+    backtrace() gives (2), through code without frame pointers, libc's
+    qsort and a second thread, and loads no libgcc_s."""
+    got = {}
+    for unwind in ("1", "2"):
+        sub = os.path.join(tmp, unwind)
+        os.mkdir(sub)
+        _, truth = run([], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                            "TSALLOC_PROF_UNWIND": unwind}, sub)
+        prof = only_profile(sub)
+        if not prof:
+            return
+        got[unwind] = object_stacks(prof)
+        gcc = any("libgcc_s" in m[3] for m in prof.maps)
+        check(gcc == (unwind == "2"), "unwind %s: libgcc_s %s" % (
+            unwind, "loaded" if gcc else "not loaded"))
+        deep = max(len(frames) for frames, _, _ in got[unwind])
+        check(deep >= 16, "unwind %s: the deepest stack has %d frames" % (unwind, deep))
+    only1, only2 = got["1"] - got["2"], got["2"] - got["1"]
+    for frames, live, alloc in sorted(only1)[:5] + sorted(only2)[:5]:
+        print("  %s %d %d: %s" % ("1" if (frames, live, alloc) in only1 else "2", live, alloc,
+                                  " ".join(frames)))
+    check(not only1 and not only2, "the same %d stacks from both (%d and %d differ)" % (
+        len(got["1"] & got["2"]), len(only1), len(only2)))
 
 
 def case_dump(tmp):

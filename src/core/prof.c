@@ -121,7 +121,7 @@ double _ts_prof_weight(size_t size, double rate) {
 /* ---- per thread ---- */
 
 typedef struct prof_tls {
-    uint64_t left; /* a block of this many bytes or more is sampled */
+    uint64_t left; /* a block of more than this many bytes is sampled */
     uint64_t rng;
     uintptr_t stack_lo, stack_hi; /* the thread's stack */
     void *ra;                     /* the current call's innermost frame */
@@ -137,20 +137,24 @@ static TS_TLS prof_tls_t prof_tls;
 static _Atomic uint64_t thread_seq;
 static uint64_t seed;
 
-/* The countdown to the next sample. A block is sampled when its size
- * reaches `left`; a gap of g bytes is left = g, so that malloc(0), not
- * counted down, is never sampled at rates above 1 (its weight would be a
- * whole gap's), and at rate 1 left = 0 samples every call, malloc(0) too.
- * Keeps the fast countdown to a compare and a subtract. */
+/* The countdown to the next sample. A block is sampled when the bytes it
+ * counts exceed `left`; a gap of g bytes (the g-th byte from here is
+ * sampled) is left = g - 1. malloc(0) counts as one byte (it takes a block
+ * like any other): sampled with chance 1 - exp(-1/rate), it stands for
+ * 1 / that many objects and no bytes, so the object counts stay unbiased.
+ * At rate 1 left = 0 samples every call. The fast test, size - 1 < left,
+ * is one instruction more than a compare and sends malloc(0) (size - 1
+ * wraps) to take_slow, which counts it. */
 static uint64_t next_left(prof_tls_t *t) {
-    return _ts_prof.rate <= 1 ? 0 : (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate);
+    return _ts_prof.rate <= 1 ? 0 : (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate) - 1;
 }
 
-static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
+/* Counts n bytes (at least 1) down; true when they reach the sample. */
+static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t n) {
     if (t->busy) return false;
     if (!t->started) { /* this thread's first call */
-        uint64_t n = atomic_fetch_add_explicit(&thread_seq, 1, memory_order_relaxed) + 1;
-        uint64_t s = seed ? seed + n * 0x9e3779b97f4a7c15ull : _ts_os_random();
+        uint64_t k = atomic_fetch_add_explicit(&thread_seq, 1, memory_order_relaxed) + 1;
+        uint64_t s = seed ? seed + k * 0x9e3779b97f4a7c15ull : _ts_os_random();
         s ^= s >> 31;
         t->rng = (s * 0xbf58476d1ce4e5b9ull) | 1;
         void *ra = t->ra; /* its allocations pass through the entries */
@@ -163,10 +167,10 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
         t->ra_slot = ra_slot;
         t->started = true;
         t->left = next_left(t);
-        if (size < t->left) {
-            t->left -= size;
-            return false;
-        }
+    }
+    if (n <= t->left) {
+        t->left -= n;
+        return false;
     }
     t->left = next_left(t);
     return true;
@@ -175,11 +179,11 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
 /* Counts `size` bytes down; true when this allocation is to be sampled. */
 static inline bool take(uint64_t size) {
     prof_tls_t *t = &prof_tls;
-    if (ts_likely(size < t->left)) {
+    if (ts_likely(size - 1 < t->left)) {
         t->left -= size;
         return false;
     }
-    return take_slow(t, size);
+    return take_slow(t, size + (size == 0));
 }
 
 /* ---- the tables ---- */
@@ -500,7 +504,7 @@ void *_ts_profd_realloc(void *p, size_t size) {
 
 static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
     ENTER(ra);
-    if (!take_slow(&prof_tls, size)) return _ts_core_malloc(size);
+    if (!take_slow(&prof_tls, size + (size == 0))) return _ts_core_malloc(size);
     return sampled(size, 0, false);
 }
 
@@ -509,7 +513,7 @@ static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
  * way to a sample, from the frame pointer this function leaves untouched). */
 void *_ts_prof_malloc(size_t size, void *ra) {
     prof_tls_t *t = &prof_tls;
-    if (ts_likely(size < t->left)) {
+    if (ts_likely(size - 1 < t->left)) { /* malloc(0) goes on: see next_left */
         t->left -= size;
         return ts_core_malloc_inline(size);
     }

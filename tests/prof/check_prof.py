@@ -6,10 +6,10 @@ the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
 Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx,
-reuse, unwind, zero, prefixed
+reuse, unwind, zero, prefixed, google_pprof
 (PROGRAM is prof_cxx for cxx, prof_unwind for unwind, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
-here (pprof without Go).
+here (pprof without Go, google_pprof without gperftools' google-pprof).
 """
 import os
 import shutil
@@ -158,6 +158,33 @@ def case_pprof(tmp):
     print(r.stdout[-2000:] + r.stderr[-2000:])
     check(r.returncode == 0, "go tool pprof -top reads the profile")
     check("hold60" in r.stdout and "Type: inuse_space" in r.stdout, "pprof names hold60")
+
+
+def case_google_pprof(tmp):
+    """gperftools' Perl pprof (Debian's google-perftools) reads the profile
+    and finds what tsalloc prof finds: each function's cumulative MB."""
+    pprof = shutil.which("google-pprof")
+    if not pprof:
+        print("SKIP: google-pprof is not installed (Debian: google-perftools)")
+        sys.exit(77)
+    run(["shares", "32"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SEED": "3"}, tmp)
+    prof = only_profile(tmp)
+    if not prof:
+        return
+    path = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".heap")][0]
+    r = subprocess.run([pprof, "--text", "--cum", PROGRAM, path], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PPROF_TMPDIR=tmp))
+    print(r.stdout[-1500:] + r.stderr[-1500:])
+    check(r.returncode == 0, "google-pprof --text reads the profile")
+    got = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) == 6 and f[4].endswith("%"):
+            got[f[5]] = float(f[3])  # cum, MB
+    for fn in ("hold60", "hold30", "hold10"):
+        want = cum(prof, fn) / 1048576.0
+        check(fn in got and abs(got[fn] - want) <= 0.05 + 0.01 * want,
+              "google-pprof: %s %.1f MB (tsalloc prof: %.2f)" % (fn, got.get(fn, -1), want))
 
 
 def case_fork(tmp):

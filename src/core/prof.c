@@ -189,7 +189,7 @@ static inline bool take(uint64_t size) {
 /* ---- the tables ---- */
 
 /* Stacks: never freed; from an arena of mapped chunks. */
-#define BUCKETS     (1u << 12) /* 32 KiB: pages of it count in RSS once touched */
+#define BUCKETS     (1u << 10) /* 8 KiB: pages of it count in RSS once touched */
 #define ARENA_CHUNK ((size_t)256 << 10)
 static ts_prof_stack_t *buckets[BUCKETS];
 static char *arena, *arena_end;
@@ -291,7 +291,7 @@ static prof_block_t *block_slot(prof_block_t *table, size_t cap, uintptr_t p) {
 }
 
 static bool blocks_grow(void) {
-    size_t cap = blocks_cap ? blocks_cap * 2 : 256;
+    size_t cap = blocks_cap ? blocks_cap * 2 : 64; /* 2.5 KiB: one page to start */
     prof_block_t *table = _ts_os_map(cap * sizeof *table);
     if (!table) return false;
     for (size_t i = 0; i < blocks_cap; i++)

@@ -218,10 +218,12 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const cie_t *c, uintpt
             continue;
         }
         case 0x02:
+            if (end - p < 1) return false;
             delta = *p++;
             goto advance;
         case 0x03: {
             uint16_t d;
+            if (end - p < 2) return false;
             memcpy(&d, p, 2);
             p += 2;
             delta = d;
@@ -229,6 +231,7 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const cie_t *c, uintpt
         }
         case 0x04: {
             uint32_t d;
+            if (end - p < 4) return false;
             memcpy(&d, p, 4);
             p += 4;
             delta = d;

@@ -7,7 +7,8 @@ An --allocator spec is NAME=PATH[:VAR=VALUE...]: the library to preload and
 environment variables set for every run under it, so that one library can
 run under several settings (bestfit-futex=build/lib/libtsalloc-bestfit.so:
 TSALLOC_LOCK=futex). An empty PATH is glibc with those variables. A path
-cannot hold ':' (LD_PRELOAD separates libraries with it).
+cannot hold ':' (LD_PRELOAD separates libraries with it); a value can, where
+what follows the ':' is not VAR=... (MALLOC_CONF=prof:true,lg_prof_sample:19).
 """
 
 import glob
@@ -57,11 +58,16 @@ def parse_allocator_spec(spec):
     name, rest = spec.split("=", 1)
     parts = rest.split(":")
     env = {}
+    var = None
     for assignment in parts[1:]:
-        var, eq, value = assignment.partition("=")
-        if not eq or not var:
+        name_part, eq, value = assignment.partition("=")
+        if eq and name_part.replace("_", "a").isalnum() and not name_part[0].isdigit():
+            var = name_part
+            env[var] = value
+        elif var is not None:  # a value with ':' in it (MALLOC_CONF=prof:true)
+            env[var] += ":" + assignment
+        else:
             raise SystemExit("tsbench: --allocator %s: %r is not VAR=VALUE" % (name, assignment))
-        env[var] = value
     return name, (os.path.abspath(parts[0]) if parts[0] else None), env
 
 

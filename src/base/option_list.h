@@ -50,8 +50,8 @@ TS_OPTION(PROF_PEAK_GROWTH, "PROF_PEAK_GROWTH", PROF, INT, 0, 0, 100000,
           "percent above the last peak profile that writes the next (0: none)")
 TS_OPTION(PROF_INTERVAL, "PROF_INTERVAL", PROF, SIZE, 0, 0, TS_GB(1024 * 1024),
           "write a numbered profile every this many bytes allocated (0: never)")
-TS_OPTION(PROF_UNWIND, "PROF_UNWIND", PROF, CHOICE, 1, 0, 1,
-          "call stacks from 0: frame pointers, 1: glibc backtrace() (unwind tables)")
+TS_OPTION(PROF_UNWIND, "PROF_UNWIND", PROF, CHOICE, 1, 0, 2,
+          "call stacks from 0: frame pointers, 1: the unwind tables, 2: glibc backtrace()")
 TS_OPTION(PROF_SEED, "PROF_SEED", PROF, INT, 0, 0, 4294967295LL,
           "seed of the sampling distances (0: random)")
 TS_OPTION(LEAKS, "LEAKS", PROF, BOOL, 0, 0, 1,

@@ -121,7 +121,7 @@ double _ts_prof_weight(size_t size, double rate) {
 /* ---- per thread ---- */
 
 typedef struct prof_tls {
-    uint64_t left; /* a block of this many bytes or more is sampled */
+    uint64_t left; /* a block of more than this many bytes is sampled */
     uint64_t rng;
     uintptr_t stack_lo, stack_hi; /* the thread's stack */
     void *ra;                     /* the current call's innermost frame */
@@ -137,20 +137,24 @@ static TS_TLS prof_tls_t prof_tls;
 static _Atomic uint64_t thread_seq;
 static uint64_t seed;
 
-/* The countdown to the next sample. A block is sampled when its size
- * reaches `left`; a gap of g bytes is left = g, so that malloc(0), not
- * counted down, is never sampled at rates above 1 (its weight would be a
- * whole gap's), and at rate 1 left = 0 samples every call, malloc(0) too.
- * Keeps the fast countdown to a compare and a subtract. */
+/* The countdown to the next sample. A block is sampled when the bytes it
+ * counts exceed `left`; a gap of g bytes (the g-th byte from here is
+ * sampled) is left = g - 1. malloc(0) counts as one byte (it takes a block
+ * like any other): sampled with chance 1 - exp(-1/rate), it stands for
+ * 1 / that many objects and no bytes, so the object counts stay unbiased.
+ * At rate 1 left = 0 samples every call. The fast test, size - 1 < left,
+ * is one instruction more than a compare and sends malloc(0) (size - 1
+ * wraps) to take_slow, which counts it. */
 static uint64_t next_left(prof_tls_t *t) {
-    return _ts_prof.rate <= 1 ? 0 : (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate);
+    return _ts_prof.rate <= 1 ? 0 : (uint64_t)_ts_prof_gap(&t->rng, (double)_ts_prof.rate) - 1;
 }
 
-static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
+/* Counts n bytes (at least 1) down; true when they reach the sample. */
+static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t n) {
     if (t->busy) return false;
     if (!t->started) { /* this thread's first call */
-        uint64_t n = atomic_fetch_add_explicit(&thread_seq, 1, memory_order_relaxed) + 1;
-        uint64_t s = seed ? seed + n * 0x9e3779b97f4a7c15ull : _ts_os_random();
+        uint64_t k = atomic_fetch_add_explicit(&thread_seq, 1, memory_order_relaxed) + 1;
+        uint64_t s = seed ? seed + k * 0x9e3779b97f4a7c15ull : _ts_os_random();
         s ^= s >> 31;
         t->rng = (s * 0xbf58476d1ce4e5b9ull) | 1;
         void *ra = t->ra; /* its allocations pass through the entries */
@@ -163,10 +167,10 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
         t->ra_slot = ra_slot;
         t->started = true;
         t->left = next_left(t);
-        if (size < t->left) {
-            t->left -= size;
-            return false;
-        }
+    }
+    if (n <= t->left) {
+        t->left -= n;
+        return false;
     }
     t->left = next_left(t);
     return true;
@@ -175,17 +179,17 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t size) {
 /* Counts `size` bytes down; true when this allocation is to be sampled. */
 static inline bool take(uint64_t size) {
     prof_tls_t *t = &prof_tls;
-    if (ts_likely(size < t->left)) {
+    if (ts_likely(size - 1 < t->left)) {
         t->left -= size;
         return false;
     }
-    return take_slow(t, size);
+    return take_slow(t, size + (size == 0));
 }
 
 /* ---- the tables ---- */
 
 /* Stacks: never freed; from an arena of mapped chunks. */
-#define BUCKETS     (1u << 14)
+#define BUCKETS     (1u << 10) /* 8 KiB: pages of it count in RSS once touched */
 #define ARENA_CHUNK ((size_t)256 << 10)
 static ts_prof_stack_t *buckets[BUCKETS];
 static char *arena, *arena_end;
@@ -250,7 +254,7 @@ static void pool_check(const void *p, const char *func) {
         }
 }
 
-static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
+ts_prof_stack_t *_ts_prof_stack_get(void *const *frames, unsigned depth) {
     uint64_t h = depth;
     for (unsigned i = 0; i < depth; i++) h = ts_mix64(h ^ (uint64_t)(uintptr_t)frames[i]);
     ts_prof_stack_t **head = &buckets[h & (BUCKETS - 1)];
@@ -258,7 +262,7 @@ static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
         if (s->hash == h && s->depth == depth &&
             memcmp(s->frames, frames, depth * sizeof(void *)) == 0)
             return s;
-    size_t need = sizeof(ts_prof_stack_t) + depth * sizeof(void *);
+    size_t need = sizeof(ts_prof_stack_t) + depth * (sizeof(void *) + sizeof(uintptr_t));
     if ((size_t)(arena_end - arena) < need) {
         char *chunk = _ts_os_map(ARENA_CHUNK);
         if (!chunk) return NULL;
@@ -271,6 +275,7 @@ static ts_prof_stack_t *stack_get(void *const *frames, unsigned depth) {
     s->hash = h;
     s->depth = depth;
     memcpy(s->frames, frames, depth * sizeof(void *));
+    ts_prof_stack_off(s)[0] = 0;
     s->chain = *head;
     *head = s;
     s->next = _ts_prof.stacks;
@@ -286,7 +291,7 @@ static prof_block_t *block_slot(prof_block_t *table, size_t cap, uintptr_t p) {
 }
 
 static bool blocks_grow(void) {
-    size_t cap = blocks_cap ? blocks_cap * 2 : 256;
+    size_t cap = blocks_cap ? blocks_cap * 2 : 64; /* 2.5 KiB: one page to start */
     prof_block_t *table = _ts_os_map(cap * sizeof *table);
     if (!table) return false;
     for (size_t i = 0; i < blocks_cap; i++)
@@ -314,39 +319,34 @@ static void block_remove(prof_block_t *b) { /* backward-shift deletion */
 
 /* ---- samples ---- */
 
-/* Records a sample of `size` bytes at p, weighing w blocks; own: see
- * prof_block_t. With p NULL, takes a block of own bytes from the pool
- * first, and records nothing when it has none. Returns p. */
-static void *record(void *p, size_t size, double w, size_t own, size_t align, void *const *frames,
-                    unsigned depth) {
+/* Records a sample of `size` bytes at p with stack s, weighing w blocks;
+ * own: see prof_block_t. Under the lock. */
+static void record_locked(void *p, ts_prof_stack_t *s, size_t size, double w, size_t own) {
     double bytes = w * (double)size;
+    if (2 * (blocks_count + 1) > blocks_cap && !blocks_grow()) return;
+    prof_block_t *b = block_slot(blocks, blocks_cap, (uintptr_t)p);
+    if (!b->ptr) blocks_count++;
+    *b = (prof_block_t){(uintptr_t)p, s, w, bytes, own};
+    s->live_objs += w;
+    s->live_bytes += bytes;
+    s->alloc_objs += w;
+    s->alloc_bytes += bytes;
+    _ts_prof.live_bytes += bytes;
+    _ts_prof.alloc_bytes += bytes;
+    if (_ts_prof.peak_growth && _ts_prof.write && _ts_prof.live_bytes >= _ts_prof.peak_next) {
+        _ts_prof_dump_locked(TS_PROF_PEAK, NULL);
+        _ts_prof.peak_next = _ts_prof.live_bytes * (1 + (double)_ts_prof.peak_growth / 100);
+    }
+    if (_ts_prof.interval && _ts_prof.write && _ts_prof.alloc_bytes >= _ts_prof.interval_next) {
+        _ts_prof_dump_locked(TS_PROF_INTERVAL, NULL);
+        _ts_prof.interval_next = _ts_prof.alloc_bytes + (double)_ts_prof.interval;
+    }
+}
+
+static void record(void *p, ts_prof_stack_t *s, size_t size, double w, size_t own) {
     ts_spin_lock(&_ts_prof.lock);
-    if (!p && !(p = (void *)pool_take(own, align, &own))) {
-        ts_spin_unlock(&_ts_prof.lock);
-        return NULL;
-    }
-    ts_prof_stack_t *s = stack_get(frames, depth);
-    if (s && (2 * (blocks_count + 1) <= blocks_cap || blocks_grow())) {
-        prof_block_t *b = block_slot(blocks, blocks_cap, (uintptr_t)p);
-        if (!b->ptr) blocks_count++;
-        *b = (prof_block_t){(uintptr_t)p, s, w, bytes, own};
-        s->live_objs += w;
-        s->live_bytes += bytes;
-        s->alloc_objs += w;
-        s->alloc_bytes += bytes;
-        _ts_prof.live_bytes += bytes;
-        _ts_prof.alloc_bytes += bytes;
-        if (_ts_prof.peak_growth && _ts_prof.write && _ts_prof.live_bytes >= _ts_prof.peak_next) {
-            _ts_prof_dump_locked(TS_PROF_PEAK, NULL);
-            _ts_prof.peak_next = _ts_prof.live_bytes * (1 + (double)_ts_prof.peak_growth / 100);
-        }
-        if (_ts_prof.interval && _ts_prof.write && _ts_prof.alloc_bytes >= _ts_prof.interval_next) {
-            _ts_prof_dump_locked(TS_PROF_INTERVAL, NULL);
-            _ts_prof.interval_next = _ts_prof.alloc_bytes + (double)_ts_prof.interval;
-        }
-    }
+    record_locked(p, s, size, w, own);
     ts_spin_unlock(&_ts_prof.lock);
-    return p;
 }
 
 /* Drops p's sample; returns the bytes it owns (prof_block_t.own), or 0 when
@@ -381,12 +381,11 @@ bool _ts_prof_free(void *p) {
     return kept;
 }
 
-/* The stack of the current call (the entry's return address and frame
- * pointer are in prof_tls). */
-static unsigned walk(void **frames) {
+/* Takes the lock and returns the current call's stack (the entry's return
+ * address and frame pointer are in prof_tls); NULL: none could be kept. */
+static ts_prof_stack_t *stack_lock(void) {
     prof_tls_t *t = &prof_tls;
-    return _ts_prof_walk(frames, TS_PROF_FRAMES, t->ra, t->fp, t->stack_lo, t->stack_hi,
-                         t->ra_slot);
+    return _ts_prof_stack_lock(t->ra, t->fp, t->stack_lo, t->stack_hi, t->ra_slot);
 }
 
 /* The weight of a sample of `size` bytes: programs sample the same sizes
@@ -400,35 +399,43 @@ static double weight(size_t size) {
     return t->w;
 }
 
-/* A sampled allocation: a large block whatever its size. Above the largest
- * class the core's own path gives one; below, a freed sampled block from
- * the pool, else the large-block path itself. */
+/* A sampled allocation: a large block whatever its size. Below the largest
+ * class, a freed sampled block from the pool, taken under the lock that
+ * found the stack (a sample then takes the lock once), else the large-block
+ * path itself; above, the core's own path gives one. */
 static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
-    void *frames[TS_PROF_FRAMES];
-    unsigned depth = walk(frames);
     double w = weight(size);
     void *p;
-    if (size <= TS_CLASS_MAX_SIZE) {
-        size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
-        p = record(NULL, size, w, own, align ? align : 1, frames, depth);
-        if (p) {
-            if (zero) memset(p, 0, size);
-            return p;
-        }
-        int saved = errno;
-        p = _ts_large_alloc(size, align, zero);
-        if (p) record(p, size, w, own, 1, frames, depth);
-        ts_purge_safe_point();
-        if (p) return p;
-        /* No mapping (out of memory, or of mappings: vm.max_map_count):
-         * the block is served as if not sampled, rather than refused. */
-        errno = saved;
+    if (size > TS_CLASS_MAX_SIZE) {
+        p = zero    ? _ts_core_calloc(size)
+            : align ? _ts_core_memalign(align, size)
+                    : _ts_core_malloc(size);
+        if (!p) return p;
+        ts_prof_stack_t *s = stack_lock();
+        if (s) record_locked(p, s, size, w, 0);
+        ts_spin_unlock(&_ts_prof.lock);
+        return p;
     }
-    p = zero    ? _ts_core_calloc(size)
-        : align ? _ts_core_memalign(align, size)
-                : _ts_core_malloc(size);
-    if (p && size > TS_CLASS_MAX_SIZE) record(p, size, w, 0, 1, frames, depth);
-    return p;
+    size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
+    ts_prof_stack_t *s = stack_lock();
+    p = s ? (void *)pool_take(own, align ? align : 1, &own) : NULL;
+    if (p) record_locked(p, s, size, w, own);
+    ts_spin_unlock(&_ts_prof.lock);
+    if (p) {
+        if (zero) memset(p, 0, size);
+        return p;
+    }
+    int saved = errno;
+    p = _ts_large_alloc(size, align, zero);
+    if (p && s) record(p, s, size, w, own);
+    ts_purge_safe_point();
+    if (p) return p;
+    /* No mapping (out of memory, or of mappings: vm.max_map_count): the
+     * block is served as if not sampled, rather than refused. */
+    errno = saved;
+    return zero    ? _ts_core_calloc(size)
+           : align ? _ts_core_memalign(align, size)
+                   : _ts_core_malloc(size);
 }
 
 /* ---- the malloc family, profiled (family.h's edge cases call these) ---- */
@@ -457,17 +464,22 @@ void _ts_profd_free(void *p) {
  * place or moves with mremap as without the profiler. */
 void *_ts_profd_realloc(void *p, size_t size) {
     if (ts_likely(!take(size))) return _ts_core_realloc(p, size);
-    void *frames[TS_PROF_FRAMES], *q;
-    unsigned depth = walk(frames);
     double w = weight(size);
+    void *q;
     if (size > TS_CLASS_MAX_SIZE) {
         q = _ts_core_realloc(p, size);
-        if (q) record(q, size, w, 0, 1, frames, depth);
+        if (!q) return q;
+        ts_prof_stack_t *s = stack_lock();
+        if (s) record_locked(q, s, size, w, 0);
+        ts_spin_unlock(&_ts_prof.lock);
         return q;
     }
     size_t old = _ts_usable_checked(p, "realloc");
     size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
-    q = record(NULL, size, w, own, 1, frames, depth);
+    ts_prof_stack_t *s = stack_lock();
+    q = s ? (void *)pool_take(own, 1, &own) : NULL;
+    if (q) record_locked(q, s, size, w, own);
+    ts_spin_unlock(&_ts_prof.lock);
     if (!q) {
         int saved = errno;
         q = _ts_large_alloc(size, 0, false);
@@ -475,7 +487,7 @@ void *_ts_profd_realloc(void *p, size_t size) {
             errno = saved;
             return _ts_core_realloc(p, size);
         }
-        record(q, size, w, own, 1, frames, depth);
+        if (s) record(q, s, size, w, own);
     }
     memcpy(q, p, old < size ? old : size);
     _ts_core_free(p);
@@ -492,7 +504,7 @@ void *_ts_profd_realloc(void *p, size_t size) {
 
 static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
     ENTER(ra);
-    if (!take_slow(&prof_tls, size)) return _ts_core_malloc(size);
+    if (!take_slow(&prof_tls, size + (size == 0))) return _ts_core_malloc(size);
     return sampled(size, 0, false);
 }
 
@@ -501,7 +513,7 @@ static TS_NOINLINE void *malloc_sampled(size_t size, void *ra) {
  * way to a sample, from the frame pointer this function leaves untouched). */
 void *_ts_prof_malloc(size_t size, void *ra) {
     prof_tls_t *t = &prof_tls;
-    if (ts_likely(size < t->left)) {
+    if (ts_likely(size - 1 < t->left)) { /* malloc(0) goes on: see next_left */
         t->left -= size;
         return ts_core_malloc_inline(size);
     }
@@ -600,7 +612,9 @@ __attribute__((constructor)) static void prof_constructor(void) {
     /* The first peak profile once the heap holds a few samples' worth. */
     _ts_prof.peak_next = (double)(_ts_prof.rate > TS_MB(1) ? _ts_prof.rate : TS_MB(1));
     _ts_prof.interval_next = (double)_ts_prof.interval;
-    if (_ts_prof.unwind) _ts_prof_walk_prepare();
+    /* backtrace() loads libgcc_s: only where unwind.c does not serve. */
+    if (_ts_prof.unwind == 2 || (_ts_prof.unwind == 1 && !_ts_prof_unwind_ok()))
+        _ts_prof_walk_prepare();
     _ts_os_keep_stderr();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(prof_exit);

@@ -25,8 +25,15 @@ typedef struct ts_prof_stack {
     uint64_t hash;
     double live_objs, live_bytes, alloc_objs, alloc_bytes;
     uint32_t depth;
-    void *frames[]; /* innermost first: return addresses */
+    void *frames[]; /* innermost first: return addresses; then ts_prof_stack_off */
 } ts_prof_stack_t;
+
+/* After the frames: off[0] is the innermost return address's distance below
+ * the stack's top when the stack was last walked (0: never), off[i] frame
+ * i's (stackwalk.c checks a kept stack against them). */
+static inline uintptr_t *ts_prof_stack_off(ts_prof_stack_t *s) {
+    return (uintptr_t *)(s->frames + s->depth);
+}
 
 typedef struct ts_prof_state {
     ts_spinlock_t lock;
@@ -57,6 +64,10 @@ TS_HIDDEN int64_t _ts_prof_gap(uint64_t *rng, double rate);
 TS_HIDDEN double _ts_prof_weight(size_t size, double rate);
 TS_HIDDEN double _ts_prof_log(double x);
 
+/* The interned stack frames[0..depth) (depth at least 1), made on first
+ * sight; NULL when there is no memory for it. Under the lock. */
+TS_HIDDEN ts_prof_stack_t *_ts_prof_stack_get(void *const *frames, unsigned depth);
+
 /* ---- prof_write.c ---- */
 
 enum ts_prof_dump_kind { TS_PROF_FINAL, TS_PROF_PEAK, TS_PROF_INTERVAL, TS_PROF_NAMED };
@@ -69,18 +80,28 @@ TS_HIDDEN bool _ts_prof_leaks_locked(void);
 
 /* ---- stackwalk.c ---- */
 
-/* Fills out[0..max) with the stack of the allocation whose caller returns
- * to `ra`, its frame pointer being `fp` (the caller's %rbp at the entry)
- * and ra_slot the address of the entry's return address; the thread's
- * stack [stack_lo, stack_hi) bounds the walk. Takes the profiler's lock
- * (not held by the caller). Returns the depth (at least 1). */
-TS_HIDDEN unsigned _ts_prof_walk(void **out, unsigned max, void *ra, uintptr_t fp,
-                                 uintptr_t stack_lo, uintptr_t stack_hi, uintptr_t ra_slot);
+/* Takes the profiler's lock (not held by the caller) and returns the stack
+ * of the allocation whose caller returns to `ra`, its frame pointer being
+ * `fp` (the caller's %rbp at the entry) and ra_slot the address of the
+ * entry's return address; the thread's stack [stack_lo, stack_hi) bounds
+ * the walk. Returns with the lock held; NULL when no stack could be kept
+ * (no memory for it). */
+TS_HIDDEN ts_prof_stack_t *_ts_prof_stack_lock(void *ra, uintptr_t fp, uintptr_t stack_lo,
+                                               uintptr_t stack_hi, uintptr_t ra_slot);
 /* The calling thread's stack: returns its top and sets *lo to its bottom
  * (top 0 when unknown). May allocate: called outside the lock, with the
  * thread's profiler busy. */
 TS_HIDDEN uintptr_t _ts_prof_stack_bounds(uintptr_t *lo);
-/* Makes _ts_prof_walk with glibc's backtrace() safe to call from malloc
+/* ---- unwind.c ---- */
+
+/* True when unwind.c's walker works here (x86-64, glibc 2.35+). */
+TS_HIDDEN bool _ts_prof_unwind_ok(void);
+/* Fills out[0..max) with the stack from the entry's return address `ra`
+ * outward, by the unwind tables; reads the stack below stack_hi only.
+ * Returns the depth, 0 when ra was not reached. */
+TS_HIDDEN unsigned _ts_prof_unwind(void **out, unsigned max, void *ra, uintptr_t stack_hi);
+
+/* Makes the walk with glibc's backtrace() safe to call from malloc
  * (its first call loads libgcc_s); called by the constructor. */
 TS_HIDDEN void _ts_prof_walk_prepare(void);
 

@@ -6,10 +6,10 @@ the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
 Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx,
-reuse
-(PROGRAM is prof_cxx for cxx, else prof_program).
+reuse, unwind, zero, prefixed, google_pprof
+(PROGRAM is prof_cxx for cxx, prof_unwind for unwind, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
-here (pprof without Go).
+here (pprof without Go, google_pprof without gperftools' google-pprof).
 """
 import os
 import shutil
@@ -160,6 +160,33 @@ def case_pprof(tmp):
     check("hold60" in r.stdout and "Type: inuse_space" in r.stdout, "pprof names hold60")
 
 
+def case_google_pprof(tmp):
+    """gperftools' Perl pprof (Debian's google-perftools) reads the profile
+    and finds what tsalloc prof finds: each function's cumulative MB."""
+    pprof = shutil.which("google-pprof")
+    if not pprof:
+        print("SKIP: google-pprof is not installed (Debian: google-perftools)")
+        sys.exit(77)
+    run(["shares", "32"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SEED": "3"}, tmp)
+    prof = only_profile(tmp)
+    if not prof:
+        return
+    path = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".heap")][0]
+    r = subprocess.run([pprof, "--text", "--cum", PROGRAM, path], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PPROF_TMPDIR=tmp))
+    print(r.stdout[-1500:] + r.stderr[-1500:])
+    check(r.returncode == 0, "google-pprof --text reads the profile")
+    got = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) == 6 and f[4].endswith("%"):
+            got[f[5]] = float(f[3])  # cum, MB
+    for fn in ("hold60", "hold30", "hold10"):
+        want = cum(prof, fn) / 1048576.0
+        check(fn in got and abs(got[fn] - want) <= 0.05 + 0.01 * want,
+              "google-pprof: %s %.1f MB (tsalloc prof: %.2f)" % (fn, got.get(fn, -1), want))
+
+
 def case_fork(tmp):
     """Each process that exits through exit() writes its own profile; a
     child that leaves with _exit writes none."""
@@ -240,8 +267,11 @@ def case_reuse(tmp):
 
 def case_nomap(tmp):
     """When a sampled block finds no mapping (here: every mmap of tsalloc
-    after the first 40 fails), it is served unsampled instead of refused."""
-    _, truth = run(["shares", "2", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+    after the first 40 fails), it is served unsampled instead of refused.
+    At a rate above 1, so that the blocks not sampled before the failures
+    started had the core map its segments (at rate 1 the core has none)."""
+    _, truth = run(["shares", "2", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "4096",
+                                          "TSALLOC_PROF_SEED": "1",
                                           "TSALLOC_TEST_OS_FAIL": "mmap:40:-1"}, tmp)
     check(all(k in truth for k in ("hold60", "hold30", "hold10")), "every block allocated")
     prof = only_profile(tmp)
@@ -265,6 +295,80 @@ def case_cxx(tmp):
     check(cum(prof, "cxx_kept()", 0) == 150, "cxx_kept: 150 objects live")
     check(cum(prof, "cxx_freed()", 3) == 4000 and cum(prof, "cxx_freed()") == 0,
           "cxx_freed: 4000 bytes allocated, none live")
+
+
+def object_stacks(prof):
+    """Each stack as (object, offset) pairs, which do not move with where
+    the objects were mapped, with its live and allocated objects."""
+    out = set()
+    for s in prof.samples:
+        frames = []
+        for a in s.addrs:
+            where = "0x%x" % a
+            for lo, hi, off, path in prof.maps:
+                if lo <= a < hi:
+                    where = "%s+0x%x" % (os.path.basename(path), a - lo + off)
+                    break
+            frames.append(where)
+        out.add((tuple(frames), s.values[0], s.values[2]))
+    return out
+
+
+def case_unwind(tmp):
+    """The unwinder (TSALLOC_PROF_UNWIND=1) gives the stacks that glibc's
+    backtrace() gives (2), through code without frame pointers, libc's
+    qsort and a second thread, and loads no libgcc_s."""
+    got = {}
+    for unwind in ("1", "2"):
+        sub = os.path.join(tmp, unwind)
+        os.mkdir(sub)
+        _, truth = run([], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                            "TSALLOC_PROF_UNWIND": unwind}, sub)
+        prof = only_profile(sub)
+        if not prof:
+            return
+        got[unwind] = object_stacks(prof)
+        gcc = any("libgcc_s" in m[3] for m in prof.maps)
+        check(gcc == (unwind == "2"), "unwind %s: libgcc_s %s" % (
+            unwind, "loaded" if gcc else "not loaded"))
+        deep = max(len(frames) for frames, _, _ in got[unwind])
+        check(deep >= 16, "unwind %s: the deepest stack has %d frames" % (unwind, deep))
+    only1, only2 = got["1"] - got["2"], got["2"] - got["1"]
+    for frames, live, alloc in sorted(only1)[:5] + sorted(only2)[:5]:
+        print("  %s %d %d: %s" % ("1" if (frames, live, alloc) in only1 else "2", live, alloc,
+                                  " ".join(frames)))
+    check(not only1 and not only2, "the same %d stacks from both (%d and %d differ)" % (
+        len(got["1"] & got["2"]), len(only1), len(only2)))
+
+
+def case_zero(tmp):
+    """malloc(0) counts as one byte: exact at rate 1, and at rate 32 the
+    objects are estimated within 10% (about 3000 samples: one standard
+    deviation is 1.8%), with no bytes."""
+    for rate, n, slack in (("1", 1000, 0), ("32", 100000, 0.10)):
+        sub = os.path.join(tmp, rate)
+        os.mkdir(sub)
+        _, truth = run(["zero", str(n)], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": rate,
+                                          "TSALLOC_PROF_SEED": "4"}, sub)
+        prof = only_profile(sub)
+        if not prof:
+            continue
+        objs, size = cum(prof, "zero_kept", 0), cum(prof, "zero_kept")
+        check(abs(objs - truth["zero_kept"]) <= slack * truth["zero_kept"] and size == 0,
+              "rate %s: zero_kept %d objects, %d bytes live (true %d, 0)" % (
+                  rate, objs, size, truth["zero_kept"]))
+
+
+def case_prefixed(tmp):
+    """ts_malloc, ts_calloc, ts_realloc and ts_aligned_alloc are sampled."""
+    _, truth = run(["prefixed"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    prof = only_profile(tmp)
+    if not prof:
+        return
+    objs, size = cum(prof, "prefixed_kept", 0), cum(prof, "prefixed_kept")
+    check(objs == truth.get("prefixed_objects") and size == truth.get("prefixed_bytes"),
+          "prefixed_kept: %d objects, %d bytes live (true %s, %s)" % (
+              objs, size, truth.get("prefixed_objects"), truth.get("prefixed_bytes")))
 
 
 def case_dump(tmp):

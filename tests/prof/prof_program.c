@@ -24,6 +24,9 @@
  *                and realloc'ed ones that lost bytes (bad_realloc); reuse_kept
  *                keeps blocks
  *   double_free  frees one block twice
+ *   zero N       zero_kept keeps N blocks of malloc(0)
+ *   prefixed     prefixed_kept keeps blocks of ts_malloc, ts_calloc,
+ *                ts_realloc and ts_aligned_alloc (prefixed_bytes, _objects)
  *
  * Built with frame pointers and -rdynamic (symbols for dladdr).
  */
@@ -39,6 +42,10 @@
 #include <unistd.h>
 
 int ts_prof_dump(const char *path) __attribute__((weak));
+void *ts_malloc(size_t size) __attribute__((weak));
+void *ts_calloc(size_t count, size_t size) __attribute__((weak));
+void *ts_realloc(void *ptr, size_t size) __attribute__((weak));
+void *ts_aligned_alloc(size_t align, size_t size) __attribute__((weak));
 
 #define NOINLINE __attribute__((noinline))
 
@@ -194,6 +201,23 @@ NOINLINE void reuse_kept(void) {
     for (unsigned i = 0; i < 50; i++) keep(&lreuse, malloc(5000 + i), 5000 + i);
 }
 
+static list_t lzero, lprefixed;
+NOINLINE void zero_kept(size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        void *p = malloc(0);
+        if (!p) abort();
+        if (lzero.n < LIST_CAP) lzero.v[lzero.n++] = p; /* the rest leak: live too */
+    }
+}
+NOINLINE void prefixed_kept(void) {
+    for (unsigned i = 0; i < 10; i++) {
+        keep(&lprefixed, ts_malloc(1000), 1000);
+        keep(&lprefixed, ts_calloc(10, 100), 1000);
+        keep(&lprefixed, ts_realloc(ts_malloc(10), 2000), 2000);
+        keep(&lprefixed, ts_aligned_alloc(64, 640), 640);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "shares";
     total = (size_t)(argc > 2 ? atol(argv[2]) : 64) << 20;
@@ -285,6 +309,19 @@ int main(int argc, char **argv) {
         void *volatile p = malloc(3000);
         free(p);
         free(p);
+        return 0;
+    }
+    if (!strcmp(mode, "zero")) {
+        size_t n = argc > 2 ? (size_t)atol(argv[2]) : 100000;
+        zero_kept(n);
+        say("zero_kept", n);
+        return 0;
+    }
+    if (!strcmp(mode, "prefixed")) {
+        if (!ts_malloc || !ts_calloc || !ts_realloc || !ts_aligned_alloc) return 2;
+        prefixed_kept();
+        say("prefixed_bytes", lprefixed.bytes);
+        say("prefixed_objects", lprefixed.n);
         return 0;
     }
     if (!strcmp(mode, "dump")) {

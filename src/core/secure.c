@@ -15,7 +15,9 @@
  *   core gets it; leaving, it must still read so: "use after free". A block
  *   freed again while it waits carries the mark: "double free".
  * - Large blocks: their last OS page is an inaccessible guard; freed, they
- *   are purged and kept inaccessible for TS_LARGE_QUARANTINE more frees.
+ *   are kept inaccessible for TS_LARGE_QUARANTINE more frees (purged past
+ *   TS_LARGE_RESIDENT bytes), and malloc may take an older one back whole,
+ *   its guard still in place (one mprotect).
  * - Segments: their last OS page is an inaccessible guard.
  * - Fresh blocks of a page are linked in a random order.
  * - Zero-size requests get a unique address in a reserved inaccessible
@@ -44,10 +46,11 @@ TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size);
 #define TS_ZERO_SPAN ((size_t)64 << 20) /* region of zero-size blocks */
 /* A large block's last OS page is its guard: inaccessible. */
 #define TS_GUARD ((size_t)4096)
-/* Freed large blocks kept inaccessible before the core gets them; those up
- * to TS_LARGE_RESIDENT_MAX stay resident meanwhile (8 MiB at most). */
-#define TS_LARGE_QUARANTINE   8
-#define TS_LARGE_RESIDENT_MAX ((size_t)1 << 20)
+/* Freed large blocks kept inaccessible before the core gets them; they stay
+ * resident meanwhile while those that do hold at most TS_LARGE_RESIDENT
+ * bytes, the others are purged. */
+#define TS_LARGE_QUARANTINE 8
+#define TS_LARGE_RESIDENT   ((size_t)8 << 20)
 /* The large blocks freed last, never handed out again from the quarantine. */
 #define TS_LARGE_KEEP 4
 
@@ -73,6 +76,8 @@ static struct {
     void *slot[TS_LARGE_QUARANTINE];
     size_t cap[TS_LARGE_QUARANTINE]; /* the block's bytes before its guard */
     bool own[TS_LARGE_QUARANTINE];   /* no ts_heap_new heap's: malloc may take it */
+    bool res[TS_LARGE_QUARANTINE];   /* not purged: counts in `resident` */
+    size_t resident;
     unsigned first, count;
 } large_q = {.lock = TS_SPINLOCK_INIT};
 
@@ -361,12 +366,17 @@ void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap) {
         quarantine_release(q);
 }
 
-/* A large block of cap bytes before its guard: zeroed (up to 1 MiB its
- * first TSALLOC_ZERO_ON_FREE bytes, as class blocks; larger ones whole, by
- * giving their pages back), made inaccessible, and kept in the large
- * quarantine; the oldest there goes to the core, accessible again. */
+/* A large block of cap bytes before its guard: zeroed (its first
+ * TSALLOC_ZERO_ON_FREE bytes, as class blocks, while the resident ones of
+ * the large quarantine stay within TS_LARGE_RESIDENT; else whole, by giving
+ * its pages back), made inaccessible, and kept in the large quarantine; the
+ * oldest there goes to the core, accessible again, guard and all. */
 static void retire_large(void *p, size_t cap) {
-    if (cap <= TS_LARGE_RESIDENT_MAX)
+    ts_spin_lock(&large_q.lock);
+    bool res = large_q.resident + cap <= TS_LARGE_RESIDENT;
+    if (res) large_q.resident += cap; /* taken back below if the OS refuses */
+    ts_spin_unlock(&large_q.lock);
+    if (res)
         memset(p, 0, cap < _ts_secure_zero_max ? cap : _ts_secure_zero_max);
     else if (!_ts_os_purge(p, cap))
         memset(p, 0, cap);
@@ -378,6 +388,7 @@ static void retire_large(void *p, size_t cap) {
     if (kept && large_q.count == TS_LARGE_QUARANTINE) {
         old = large_q.slot[large_q.first];
         old_cap = large_q.cap[large_q.first];
+        if (large_q.res[large_q.first]) large_q.resident -= old_cap;
         large_q.first = (large_q.first + 1) % TS_LARGE_QUARANTINE;
         large_q.count--;
     }
@@ -386,7 +397,10 @@ static void retire_large(void *p, size_t cap) {
         large_q.slot[at] = p;
         large_q.cap[at] = cap;
         large_q.own[at] = own;
+        large_q.res[at] = res;
         large_q.count++;
+    } else if (res) {
+        large_q.resident -= cap;
     }
     ts_spin_unlock(&large_q.lock);
     if (!kept) { /* the OS refused (out of mappings): straight back */
@@ -405,7 +419,7 @@ static void retire_large(void *p, size_t cap) {
  * TS_LARGE_KEEP freed last (no immediate reuse). Its guard page never left,
  * so one mprotect makes it usable again (three on the core's way: the
  * release, the new block's guard, the next retire). Its first bytes were
- * zeroed when it was retired (those above 1 MiB were purged whole). */
+ * zeroed when it was retired (or all of it, purged). */
 static void *large_reuse(size_t size) {
     size_t need = size + TS_PAD;
     void *p = NULL;
@@ -417,12 +431,14 @@ static void *large_reuse(size_t size) {
             continue;
         p = large_q.slot[at];
         cap = large_q.cap[at];
+        if (large_q.res[at]) large_q.resident -= cap;
         for (; i + 1 < large_q.count; i++) { /* close the gap */
             unsigned to = (large_q.first + i) % TS_LARGE_QUARANTINE;
             unsigned from = (to + 1) % TS_LARGE_QUARANTINE;
             large_q.slot[to] = large_q.slot[from];
             large_q.cap[to] = large_q.cap[from];
             large_q.own[to] = large_q.own[from];
+            large_q.res[to] = large_q.res[from];
         }
         large_q.count--;
         break;

@@ -129,8 +129,8 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
     ts_spin_unlock(&seg->lock);
     if (made) _ts_purge_schedule_later();
-    atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], (uint8_t)shift,
-                          memory_order_release);
+    atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT],
+                          (uint8_t)(shift | _ts_map_flag), memory_order_release);
 }
 
 /* ---- a heap's segment lists (owner only) ---------------------------------------- */

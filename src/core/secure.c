@@ -41,7 +41,14 @@
 
 TS_DESIGN_DECLARE(core)
 TS_DESIGN_DECLARE(secure)
-TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size);
+TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size, bool array);
+TS_HIDDEN void _ts_secure_tag_array(void *p);
+TS_HIDDEN void _ts_secure_delete(void *p);
+TS_HIDDEN void _ts_secure_delete_array(void *p);
+
+/* What a check of a block's trailer accepts: its kind (0 or TS_KIND_ARRAY)
+ * for operator delete and delete[], or either (free, realloc). */
+#define KIND_ANY UINT64_MAX
 
 #define TS_ZERO_SPAN ((size_t)64 << 20) /* region of zero-size blocks */
 /* A large block's last OS page is its guard: inaccessible. */
@@ -249,13 +256,31 @@ static size_t live_block(const char *func, void *p, ts_page_t **pagep) {
     return cap;
 }
 
-/* The size asked for a live block of cap bytes; aborts on an overflow. The
- * size named is the capacity when the trailer itself was overwritten. */
-static size_t sealed_size(const char *func, void *p, size_t cap) {
-    size_t size = ts_secure_sealed_size(p, cap);
+/* The kind of p, a live block of cap bytes, as its trailer's check says
+ * (0 when it matches neither kind: an overflow, found by the caller). */
+static uint32_t block_kind(void *p, size_t cap) {
+    uint64_t w = *ts_secure_trailer(p, cap);
+    return (uint32_t)w == (ts_secure_check(p, w >> 32) ^ TS_KIND_ARRAY) ? TS_KIND_ARRAY : 0;
+}
+
+static TS_NORETURN void kind_mismatch(const char *func, void *p, uint32_t want) {
+    if (want == TS_KIND_ARRAY) _ts_fatal("%s(): block %p was not allocated by new[]", func, p);
+    _ts_fatal("%s(): block %p was allocated by new[]", func, p);
+}
+
+/* The size asked for a live block of cap bytes, of kind `want` (KIND_ANY:
+ * either); aborts on an overflow or a block of the other kind. The size
+ * named is the capacity when the trailer itself was overwritten. */
+static size_t sealed_size(const char *func, void *p, size_t cap, uint64_t want) {
+    uint32_t kind = want == KIND_ANY ? block_kind(p, cap) : (uint32_t)want;
+    size_t size = ts_secure_sealed_size_as(p, cap, kind);
     if (size != SIZE_MAX) return size;
-    uint64_t slack = *ts_secure_trailer(p, cap) >> 32;
-    if ((uint32_t)*ts_secure_trailer(p, cap) == ts_secure_check(p, slack) && slack <= cap - TS_PAD)
+    if (want != KIND_ANY && ts_secure_sealed_size_as(p, cap, kind ^ TS_KIND_ARRAY) != SIZE_MAX)
+        kind_mismatch(func, p, kind);
+    uint64_t w = *ts_secure_trailer(p, cap), slack = w >> 32;
+    if (((uint32_t)w == ts_secure_check(p, slack) ||
+         (uint32_t)w == (ts_secure_check(p, slack) ^ TS_KIND_ARRAY)) &&
+        slack <= cap - TS_PAD)
         overflow(func, p, cap - TS_PAD - slack);
     overflow(func, p, cap - TS_PAD);
 }
@@ -513,7 +538,7 @@ void *_ts_secure_malloc(size_t size) {
     return ts_secure_malloc_inline(size);
 }
 
-static void secure_free(const char *func, void *p, size_t expect) {
+static void secure_free(const char *func, void *p, size_t expect, uint64_t kind) {
     if (!p) return;
     if (ts_vg_active() && _ts_vg_core_free(p)) return;
     secure_ready();
@@ -524,22 +549,52 @@ static void secure_free(const char *func, void *p, size_t expect) {
     }
     ts_page_t *page;
     size_t cap = live_block(func, p, &page);
-    size_t size = sealed_size(func, p, cap);
+    size_t size = sealed_size(func, p, cap, kind);
     if (expect != SIZE_MAX && expect != size)
         _ts_fatal("%s(): size %zu does not match block %p (size %zu)", func, expect, p, size);
     retire(p, page, cap);
 }
 
 void _ts_secure_free_slow(void *p) {
-    secure_free("free", p, SIZE_MAX);
+    secure_free("free", p, SIZE_MAX, KIND_ANY);
 }
 
 void _ts_secure_free(void *p) {
     ts_secure_free_inline(p);
 }
 
-void _ts_secure_free_sized(void *p, size_t size) {
-    secure_free("operator delete", p, size);
+void _ts_secure_delete_slow(void *p) {
+    secure_free("operator delete", p, SIZE_MAX, 0);
+}
+
+void _ts_secure_delete_array_slow(void *p) {
+    secure_free("operator delete[]", p, SIZE_MAX, TS_KIND_ARRAY);
+}
+
+/* The C++ shim's operator delete and delete[] (override_cxx.cpp). */
+void _ts_secure_delete(void *p) {
+    ts_secure_free_as(p, 0, _ts_secure_delete_slow);
+}
+
+void _ts_secure_delete_array(void *p) {
+    ts_secure_free_as(p, TS_KIND_ARRAY, _ts_secure_delete_array_slow);
+}
+
+void _ts_secure_free_sized(void *p, size_t size, bool array) {
+    if (array)
+        secure_free("operator delete[]", p, size, TS_KIND_ARRAY);
+    else
+        secure_free("operator delete", p, size, 0);
+}
+
+/* A block operator new[] just made: its trailer marked as new[]'s. Zero-size
+ * blocks have no trailer (and so no mismatch found). */
+void _ts_secure_tag_array(void *p) {
+    if (ts_vg_core_routes() || is_zero_block(p)) return;
+    ts_page_t *page;
+    size_t cap = live_block("operator new[]", p, &page);
+    uint64_t *t = ts_secure_trailer(p, cap), slack = *t >> 32;
+    *t = slack << 32 | (ts_secure_check(p, slack) ^ TS_KIND_ARRAY);
 }
 
 void *_ts_secure_calloc(size_t total) {
@@ -587,11 +642,11 @@ void *_ts_secure_realloc(void *p, size_t size) {
     if (too_big(size)) return NULL;
     ts_page_t *page;
     size_t cap = live_block("realloc", p, &page);
-    size_t old = sealed_size("realloc", p, cap);
+    size_t old = sealed_size("realloc", p, cap, KIND_ANY);
     size_t room = cap - TS_PAD;
     if (size <= room && (size >= room / 2 || cap <= 64)) {
         if (size > old) memset((char *)p + old, 0, size - old);
-        ts_secure_seal(p, size, cap);
+        ts_secure_seal_as(p, size, cap, block_kind(p, cap));
         return p;
     }
     if (!page && size + TS_PAD > TS_CLASS_MAX_SIZE) {
@@ -617,7 +672,8 @@ size_t _ts_secure_usable_size(const void *cp) {
     secure_ready();
     if (is_zero_block(p)) return 0;
     ts_page_t *page;
-    return sealed_size("malloc_usable_size", p, live_block("malloc_usable_size", p, &page));
+    size_t cap = live_block("malloc_usable_size", p, &page);
+    return sealed_size("malloc_usable_size", p, cap, KIND_ANY);
 }
 
 int _ts_secure_trim(size_t pad) {

@@ -27,11 +27,16 @@
 #define TS_SLACK_BYTE 0xc5        /* slack bytes after the request */
 #define TS_SLACK_WORD 0xc5c5c5c5c5c5c5c5ull
 #define TS_MARK_TOP   ((uint64_t)1 << 63) /* set in every core free mark */
+/* Mixed into the trailer's check of blocks made by operator new[], so that
+ * operator delete (and delete[] of any other block) sees the mismatch. */
+#define TS_KIND_ARRAY 0x6a09e667u
 
 /* Set once, before the first block (secure.c). */
 TS_HIDDEN extern uint64_t _ts_secure_secret; /* odd */
 TS_HIDDEN void *_ts_secure_malloc_slow(size_t size);
 TS_HIDDEN void _ts_secure_free_slow(void *p);
+TS_HIDDEN void _ts_secure_delete_slow(void *p);       /* operator delete's */
+TS_HIDDEN void _ts_secure_delete_array_slow(void *p); /* operator delete[]'s */
 TS_HIDDEN void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap);
 /* TSALLOC_ZERO_ON_FREE: bytes zeroed at the start of a freed block. */
 TS_HIDDEN extern size_t _ts_secure_zero_max;
@@ -106,19 +111,21 @@ TS_INLINE void ts_secure_quarantine(ts_heap_t *heap, void *p, size_t cap, uint64
     q->bytes += cap;
 }
 
-/* p holds `size` bytes of a block of `cap` (the core's usable size). */
-TS_INLINE void ts_secure_seal(void *p, size_t size, size_t cap) {
+/* p holds `size` bytes of a block of `cap` (the core's usable size), of
+ * kind 0 (malloc, new) or TS_KIND_ARRAY (new[]). */
+TS_INLINE void ts_secure_seal_as(void *p, size_t size, size_t cap, uint32_t kind) {
     uint64_t slack = cap - TS_PAD - size, fill = TS_SLACK_WORD;
     memcpy((char *)p + size, &fill, 8); /* in the block: size + 8 <= cap */
-    *ts_secure_trailer(p, cap) = slack << 32 | ts_secure_check(p, slack);
+    *ts_secure_trailer(p, cap) = slack << 32 | (ts_secure_check(p, slack) ^ kind);
 }
+#define ts_secure_seal(p, size, cap) ts_secure_seal_as((p), (size), (cap), 0)
 
-/* The size asked for p, a live block of `cap` bytes, or SIZE_MAX when
- * anything after it changed. */
-TS_INLINE size_t ts_secure_sealed_size(void *p, size_t cap) {
+/* The size asked for p, a live block of `cap` bytes and of that kind, or
+ * SIZE_MAX when anything after it changed (or it is of the other kind). */
+TS_INLINE size_t ts_secure_sealed_size_as(void *p, size_t cap, uint32_t kind) {
     uint64_t w = *ts_secure_trailer(p, cap);
     uint64_t slack = w >> 32;
-    if (ts_unlikely((uint32_t)w != ts_secure_check(p, slack) || slack > cap - TS_PAD))
+    if (ts_unlikely((uint32_t)w != (ts_secure_check(p, slack) ^ kind) || slack > cap - TS_PAD))
         return SIZE_MAX;
     size_t size = cap - TS_PAD - slack;
     uint64_t fill;
@@ -126,6 +133,7 @@ TS_INLINE size_t ts_secure_sealed_size(void *p, size_t cap) {
     if (ts_unlikely((fill ^ TS_SLACK_WORD) & ts_secure_fill_mask(slack))) return SIZE_MAX;
     return size;
 }
+#define ts_secure_sealed_size(p, cap) ts_secure_sealed_size_as((p), (cap), 0)
 
 TS_INLINE void *ts_secure_malloc_inline(size_t size) {
     size_t asked = size + TS_PAD;
@@ -145,13 +153,15 @@ TS_INLINE void *ts_secure_malloc_inline(size_t size) {
     return _ts_secure_malloc_slow(size);
 }
 
-TS_INLINE void ts_secure_free_inline(void *p) {
+/* free, and operator delete (kind 0) and delete[] (TS_KIND_ARRAY): a block
+ * of another kind goes to `slow`, which accepts it (free) or aborts. */
+TS_INLINE void ts_secure_free_as(void *p, uint32_t kind, void (*slow)(void *)) {
     ts_page_t *page = ts_free_page_of(p);
     if (ts_unlikely(page == NULL)) goto slow; /* NULL, foreign, large or zero-size */
     uint64_t mark = ts_mark_of(page, p);
     if (ts_unlikely(ts_secure_freed(((uint64_t *)p)[1], mark))) goto slow;
     size_t cap = page->block_size;
-    if (ts_unlikely(ts_secure_sealed_size(p, cap) == SIZE_MAX)) goto slow;
+    if (ts_unlikely(ts_secure_sealed_size_as(p, cap, kind) == SIZE_MAX)) goto slow;
     ts_secure_zero(p, cap);
     ts_heap_t *heap = _ts_tls_heap;
     if (ts_likely(heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)) {
@@ -161,7 +171,11 @@ TS_INLINE void ts_secure_free_inline(void *p) {
     ts_free_block(page, p, mark); /* straight back */
     return;
 slow:
-    _ts_secure_free_slow(p);
+    slow(p);
+}
+
+TS_INLINE void ts_secure_free_inline(void *p) {
+    ts_secure_free_as(p, 0, _ts_secure_free_slow);
 }
 
 /* For the override shim (instead of the core's, which fastpath.h names). */

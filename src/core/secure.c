@@ -602,6 +602,9 @@ void *_ts_secure_calloc(size_t total) {
     secure_ready();
     if (total == 0) return zero_alloc();
     if (too_big(total)) return NULL;
+    /* Every block comes zero through its first TSALLOC_ZERO_ON_FREE bytes
+     * (zeroed when freed, or fresh, or cleared when carved): malloc's then. */
+    if (total <= (_ts_secure_zero_max & ~(size_t)15)) return _ts_secure_malloc(total);
     size_t asked = total + TS_PAD;
     if (asked > TS_CLASS_MAX_SIZE) {
         void *p = _ts_alloc_aligned(asked + TS_GUARD, 0, true);

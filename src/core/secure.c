@@ -5,9 +5,11 @@
  *
  * - Canary: every block is asked of the core 8 bytes larger; its last word
  *   (the trailer) holds the slack between the request's end and itself, with
- *   a check of the slack, the block's address and a secret; up to 16 slack
+ *   a check of the slack, the block's address and a secret; up to 8 slack
  *   bytes after the request hold a pattern. free, realloc,
  *   malloc_usable_size and sized delete check both: "heap overflow".
+ * - new[]: the check is mixed with TS_KIND_ARRAY; operator delete refuses
+ *   such a block and delete[] any other (free and realloc take both).
  * - Quarantine: a freed class block is zeroed (its first
  *   TSALLOC_ZERO_ON_FREE bytes) but for its second word, a mark of its
  *   address and a secret, and waits in its heap's ring (TSALLOC_QUARANTINE
@@ -486,6 +488,15 @@ static void *guard_large(void *p, size_t size) {
         _ts_verbose(1, "large block %p: no guard page (the OS refused)", p);
     ts_secure_seal(p, size, cap);
     return p;
+}
+
+void _ts_secure_free_rest(void *p, ts_page_t *page, size_t cap) {
+    ts_secure_zero(p, cap);
+    ts_heap_t *heap = _ts_tls_heap;
+    if (heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)
+        ts_secure_quarantine(heap, p, cap, ts_secure_qmark(page, p));
+    else
+        ts_free_block(page, p, ts_mark_of(page, p));
 }
 
 static void retire(void *p, ts_page_t *page, size_t cap) {

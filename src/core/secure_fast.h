@@ -38,6 +38,10 @@ TS_HIDDEN void _ts_secure_free_slow(void *p);
 TS_HIDDEN void _ts_secure_delete_slow(void *p);       /* operator delete's */
 TS_HIDDEN void _ts_secure_delete_array_slow(void *p); /* operator delete[]'s */
 TS_HIDDEN void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap);
+/* The rest of free for a checked class block of page that free's inline
+ * part leaves (more than 128 bytes to zero, a full ring): zero, quarantine
+ * or give back. A call at the end keeps the inline part free of calls. */
+TS_HIDDEN void _ts_secure_free_rest(void *p, ts_page_t *page, size_t cap);
 /* TSALLOC_ZERO_ON_FREE: bytes zeroed at the start of a freed block. */
 TS_HIDDEN extern size_t _ts_secure_zero_max;
 /* TSALLOC_QUARANTINE, in bytes. */
@@ -69,14 +73,9 @@ TS_INLINE size_t ts_secure_zeroed(size_t cap) {
     return cap <= n ? cap : n > 16 ? n & ~(size_t)15 : 16;
 }
 
-/* Zero a freed class block (small ones without a call). */
-TS_INLINE void ts_secure_zero(void *p, size_t cap) {
-    size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
+/* Zero the first n bytes (a multiple of 16, at most 128) of a freed block. */
+TS_INLINE void ts_secure_zero_small(void *p, size_t n) {
     uint64_t *w = p;
-    if (n > 128) {
-        memset(p, 0, n);
-        return;
-    }
     w[0] = w[1] = 0;
     if (n > 16) w[2] = w[3] = 0;
     if (n > 32) w[4] = w[5] = 0;
@@ -85,6 +84,15 @@ TS_INLINE void ts_secure_zero(void *p, size_t cap) {
     if (n > 80) w[10] = w[11] = 0;
     if (n > 96) w[12] = w[13] = 0;
     if (n > 112) w[14] = w[15] = 0;
+}
+
+/* Zero a freed class block (small ones without a call). */
+TS_INLINE void ts_secure_zero(void *p, size_t cap) {
+    size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
+    if (n > 128)
+        memset(p, 0, n);
+    else
+        ts_secure_zero_small(p, n);
 }
 
 /* The bits of the slack pattern's word at the end of a request that are
@@ -162,13 +170,26 @@ TS_INLINE void ts_secure_free_as(void *p, uint32_t kind, void (*slow)(void *)) {
     if (ts_unlikely(ts_secure_freed(((uint64_t *)p)[1], mark))) goto slow;
     size_t cap = page->block_size;
     if (ts_unlikely(ts_secure_sealed_size_as(p, cap, kind) == SIZE_MAX)) goto slow;
-    ts_secure_zero(p, cap);
+    size_t n = ts_secure_zeroed(cap), max = _ts_secure_quarantine_max;
+    if (ts_unlikely(n > 128)) goto rest;
     ts_heap_t *heap = _ts_tls_heap;
-    if (ts_likely(heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)) {
-        ts_secure_quarantine(heap, p, cap, mark ^ TS_MARK_TOP);
+    if (ts_likely(heap->state == TS_HEAP_ACTIVE && cap <= max / 2)) {
+        ts_quarantine_t *q = &heap->quarantine;
+        if (ts_unlikely(q->count == TS_QUARANTINE_SLOTS || q->bytes + cap > max)) goto rest;
+        ts_secure_zero_small(p, n);
+        ((uint64_t *)p)[1] = mark ^ TS_MARK_TOP;
+        uint32_t at = (q->first + q->count) % TS_QUARANTINE_SLOTS;
+        q->slot[at] = p;
+        q->cap[at] = (uint32_t)cap;
+        q->count++;
+        q->bytes += cap;
         return;
     }
+    ts_secure_zero_small(p, n);
     ts_free_block(page, p, mark); /* straight back */
+    return;
+rest:
+    _ts_secure_free_rest(p, page, cap);
     return;
 slow:
     slow(p);

@@ -75,8 +75,6 @@ size_t _ts_secure_zero_max;
 uint32_t _ts_secure_slot_cap[TS_DIRECT_SLOTS];
 static _Atomic uintptr_t zero_base;
 static _Atomic uintptr_t zero_next;
-static bool use_avx2; /* the quarantine's check of big blocks (below) */
-static bool avx2_usable(void);
 
 /* Freed large blocks, purged and inaccessible, oldest at `first`. A leaf
  * lock: nothing is called while it is held. */
@@ -100,7 +98,7 @@ static TS_NOINLINE void secure_init(void) {
         for (unsigned s = 0; s < TS_DIRECT_SLOTS; s++)
             _ts_secure_slot_cap[s] = _ts_classes[ts_class_of(s * 16)].size;
         _ts_secure_zero_max = (size_t)_ts_option_env(TS_OPTID_ZERO_ON_FREE, &origin);
-        use_avx2 = avx2_usable();
+        _ts_secure_scan_init();
         atomic_store_explicit(&ready, 2, memory_order_release);
         return;
     }
@@ -289,66 +287,12 @@ static size_t sealed_size(const char *func, void *p, size_t cap, uint64_t want) 
 
 /* ---- quarantine ------------------------------------------------------------------- */
 
-/* Bits set in [from, to) (16-byte aligned, a multiple of 16 bytes), or 0:
- * 64 bytes a step in vector registers, for the kilobytes of large blocks. */
-typedef uint64_t ts_v2_t __attribute__((vector_size(16), may_alias));
-static uint64_t or_words(uintptr_t from, uintptr_t to) {
-    const ts_v2_t *v = (const ts_v2_t *)from;
-    size_t n = (to - from) / 16, i = 0;
-    ts_v2_t a = {0, 0}, b = {0, 0};
-    for (; i + 4 <= n; i += 4) {
-        a |= v[i] | v[i + 1];
-        b |= v[i + 2] | v[i + 3];
-    }
-    for (; i < n; i++) a |= v[i];
-    a |= b;
-    return a[0] | a[1];
-}
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-
-/* The same, 128 bytes a step in AVX2 registers: about half the time of the
- * SSE2 loop over a 4 KiB block, where the quarantine's check is most of a
- * malloc/free pair's cost. */
-typedef uint64_t ts_v4_t __attribute__((vector_size(32), may_alias));
-__attribute__((target("avx2"))) static uint64_t or_words_avx2(uintptr_t from, uintptr_t to) {
-    const ts_v4_t *v = (const ts_v4_t *)from;
-    size_t n = (to - from) / 32, i = 0;
-    ts_v4_t a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
-    for (; i + 4 <= n; i += 4) {
-        a |= v[i] | v[i + 1];
-        b |= v[i + 2] | v[i + 3];
-    }
-    for (; i < n; i++) a |= v[i];
-    a |= b;
-    uint64_t r = a[0] | a[1] | a[2] | a[3];
-    if ((to - from) % 32) r |= or_words(to - 16, to);
-    return r;
-}
-
-/* AVX2, and the OS saves its registers (XCR0's SSE and AVX state bits). */
-static bool avx2_usable(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX)) return false;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 6) != 6) return false;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
-}
-#else
-#define or_words_avx2 or_words
-static bool avx2_usable(void) {
-    return false;
-}
-#endif
-
 /* A block of page leaving quarantine must read as it was left: its zeroed
  * bytes zero, and its mark. */
 static void quarantine_check(const ts_page_t *page, void *p, size_t cap) {
     uint64_t *w = p;
     uint64_t acc = w[1] ^ ts_secure_qmark(page, p);
-    w[1] = 0;                         /* for or_words */
+    w[1] = 0;                         /* for the scan */
     size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
     if (n <= 128) {                   /* most blocks: unrolled */
         acc |= w[0];
@@ -360,8 +304,7 @@ static void quarantine_check(const ts_page_t *page, void *p, size_t cap) {
         if (n > 96) acc |= w[12] | w[13];
         if (n > 112) acc |= w[14] | w[15];
     } else {
-        acc |= use_avx2 ? or_words_avx2((uintptr_t)p, (uintptr_t)p + n)
-                        : or_words((uintptr_t)p, (uintptr_t)p + n);
+        acc |= _ts_secure_or_words((uintptr_t)p, (uintptr_t)p + n); /* secure_scan.c */
     }
     if (acc) _ts_fatal("use after free: block %p written after free", p);
 }

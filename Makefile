@@ -10,6 +10,7 @@
 #                 [FUZZ_SECONDS=60 a design]; prints edges reached per file of src/
 #   make soak     a long multi-threaded load on each design [SOAK_MINUTES=2 a design]
 #   make secure-report  heap-attack probes under glibc, the peers, Scudo [SCUDO=path],
+#                 mimalloc's secure build [MIMALLOC_SECURE=path],
 #                 tsalloc and tsalloc-secure: a caught/missed table (docs/secure.md)
 #   make debug    the checked build (-DTSALLOC_DEBUG=ON: every invariant
 #                 asserted) into build-debug/; make debug-test runs its tests

@@ -31,6 +31,8 @@ TS_OPTION(VERBOSE, "VERBOSE", CORE, CHOICE, 0, 0, 2,
           "report options and OS refusals on stderr")
 TS_OPTION(SHARED_START, "SHARED_START", CORE, INT, 16, 0, 1 << 20,
           "threads with a heap from which on a new thread starts on the shared heap (0: never)")
+TS_OPTION(CORE_ZERO_ON_FREE, "ZERO_ON_FREE", CORE, SIZE, 0, 0, TS_KB(512),
+          "bytes zeroed at the start of each freed block (0: none; frees take the slow path)")
 
 /* ---- tsalloc-secure, the hardened build ---- */
 TS_OPTION(QUARANTINE, "QUARANTINE", SECURE, SIZE, TS_MB(1), 0, TS_GB(1),

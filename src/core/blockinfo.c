@@ -50,7 +50,7 @@ TS_EXPORT bool ts_block_info(const void *ptr, ts_block_info_t *out) {
     unsigned m = atomic_load_explicit(&_ts_segmap[chunk], memory_order_acquire);
     if (m == TS_MAP_NONE) return false;
     if (m != TS_MAP_LARGE) {
-        segment_block(ptr, m, out);
+        segment_block(ptr, ts_map_shift(m), out);
         return true;
     }
     uintptr_t start;

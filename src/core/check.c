@@ -222,8 +222,8 @@ static void check_segment(ts_segment_t *seg, void *arg) {
         segs_all_seen = false;
     if ((uintptr_t)seg & TS_SEGMENT_MASK) FAIL("segment %p is not aligned", s);
     if (seg->kind == TS_KIND_COUNT) return; /* mapped, never laid out */
-    unsigned mapped =
-        atomic_load_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], memory_order_relaxed);
+    unsigned mapped = ts_map_shift(atomic_load_explicit(
+        &_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], memory_order_relaxed));
     if (seg->kind > TS_KIND_BIG || seg->page_shift != shift_of_kind(seg->kind))
         FAIL("segment %p has kind %u and page shift %u", s, seg->kind, seg->page_shift);
     if (mapped != seg->page_shift)
@@ -269,7 +269,7 @@ static void check_map(void) {
         memcpy(&w, (const void *)&map[i], sizeof w);
         if (!w) continue;
         for (size_t j = i; j < i + 8; j++) {
-            unsigned v = atomic_load_explicit(&map[j], memory_order_relaxed);
+            unsigned v = ts_map_shift(atomic_load_explicit(&map[j], memory_order_relaxed));
             if (v == TS_MAP_NONE || v == TS_MAP_LARGE) continue;
             if (v != TS_SHIFT_SMALL && v != TS_SHIFT_MEDIUM && v != TS_SHIFT_BIG)
                 FAIL("segment map entry %zu holds %u", j, v);

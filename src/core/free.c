@@ -27,7 +27,7 @@ int _ts_locate(const void *p, ts_page_t **page) {
     unsigned m = atomic_load_explicit(&_ts_segmap[ci], memory_order_acquire);
     if (m == TS_MAP_NONE) return TS_PTR_FOREIGN;
     if (m == TS_MAP_LARGE) return TS_PTR_LARGE;
-    *page = ts_page_of(ts_segment_of(p), p, m);
+    *page = ts_page_of(ts_segment_of(p), p, ts_map_shift(m));
     return TS_PTR_BLOCK;
 }
 
@@ -299,6 +299,7 @@ void _ts_free_slow(void *p) {
         _ts_invalid_pointer("free", p);
     }
     if (ts_block_marked(page, p)) _ts_double_free("free", p);
+    if (_ts_zero_free_bytes) _ts_zero_freed(p, page->block_size); /* zerofree.c */
     ts_heap_t *heap = _ts_tls_heap;
     if ((ts_page_owner(page) & ~TS_OWNER_HEAD) == (uintptr_t)heap)
         _ts_page_push_local(heap, page, (ts_block_t *)p);

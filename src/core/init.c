@@ -61,6 +61,7 @@ static TS_NOINLINE void process_init_slow(void) {
     if (atomic_compare_exchange_strong(&process_state, &expect, 1)) {
         _ts_sizeclass_init();
         _ts_options_init();
+        _ts_zero_free_init();
         mark_secret = _ts_os_random();
         (void)_ts_os_page_size(); /* the OS layer caches it: once, before other threads */
         if (!_ts_thread_exit_init(&heap_exit, thread_exit))

@@ -88,6 +88,7 @@ enum ts_option {
     TS_OPT_STATS,
     TS_OPT_VERBOSE,
     TS_OPT_SHARED_START,
+    TS_OPT_ZERO_ON_FREE,
     TS_OPT_COUNT
 };
 TS_HIDDEN void _ts_options_init(void);
@@ -98,6 +99,13 @@ TS_HIDDEN uint64_t _ts_look_period_ns(void); /* options.c: between their looks *
 #define TS_REFUSED_RETRY_MAX 6               /* refusals in a row counted: 2^5 periods */
 TS_HIDDEN uint64_t _ts_refused_retry_ns(unsigned refusals); /* options.c */
 TS_HIDDEN void _ts_verbose(int level, const char *fmt, ...);
+
+/* ---- zerofree.c ------------------------------------------------------------ */
+
+TS_HIDDEN extern uint8_t _ts_map_flag;       /* TS_MAP_SLOW when zeroing frees, else 0 */
+TS_HIDDEN extern size_t _ts_zero_free_bytes; /* TSALLOC_ZERO_ON_FREE (plain build) */
+TS_HIDDEN void _ts_zero_free_init(void);
+TS_HIDDEN void _ts_zero_freed(void *p, size_t size); /* its first bytes, up to the option */
 
 /* ---- stats.c ------------------------------------------------------------- */
 

@@ -330,6 +330,7 @@ void _ts_large_free(void *p, const char *func) {
                                    memory_order_relaxed) == TS_MAP_LARGE);
     table_remove(s, e);
     pthread_mutex_unlock(&s->lock);
+    if (_ts_zero_free_bytes) _ts_zero_freed(p, size); /* zerofree.c */
     if (heap) { /* a heap's (heapapi.c), live: destroying it with frees running is an error */
         atomic_fetch_sub(&heap->large_count, 1);
         atomic_fetch_sub(&heap->large_bytes, size);

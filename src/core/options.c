@@ -23,7 +23,8 @@ _Static_assert(TS_OPT_PURGE_DELAY_MS == (int)TS_OPTID_PURGE_DELAY_MS &&
                    TS_OPT_HUGE_PAGES == (int)TS_OPTID_HUGE_PAGES &&
                    TS_OPT_RESCUE == (int)TS_OPTID_RESCUE && TS_OPT_STATS == (int)TS_OPTID_STATS &&
                    TS_OPT_VERBOSE == (int)TS_OPTID_VERBOSE &&
-                   TS_OPT_SHARED_START == (int)TS_OPTID_SHARED_START,
+                   TS_OPT_SHARED_START == (int)TS_OPTID_SHARED_START &&
+                   TS_OPT_ZERO_ON_FREE == (int)TS_OPTID_CORE_ZERO_ON_FREE,
                "the core's options lead the option table, in enum ts_option's order");
 #define TS_OPTION(id, name, owner, type, def, min, max, help) +(TS_OWNER_##owner == TS_OWNER_CORE)
 enum {
@@ -126,6 +127,7 @@ TS_EXPORT bool ts_option_set(const char *name, long long value) {
     _ts_process_init();
     int i = find_option(name);
     if (i < 0 || value < _ts_options[i].min || value > _ts_options[i].max) return false;
+    if (i == TS_OPT_ZERO_ON_FREE) return value == _ts_option(TS_OPT_ZERO_ON_FREE); /* start-up */
     atomic_store_explicit(&values[i], value, memory_order_relaxed);
     if (i == TS_OPT_PURGE_DELAY_MS) { /* re-evaluate deadlines */
         _ts_abandoned_delay_changed(_ts_os_now_ns());

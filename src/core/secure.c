@@ -5,9 +5,11 @@
  *
  * - Canary: every block is asked of the core 8 bytes larger; its last word
  *   (the trailer) holds the slack between the request's end and itself, with
- *   a check of the slack, the block's address and a secret; up to 16 slack
+ *   a check of the slack, the block's address and a secret; up to 8 slack
  *   bytes after the request hold a pattern. free, realloc,
  *   malloc_usable_size and sized delete check both: "heap overflow".
+ * - new[]: the check is mixed with TS_KIND_ARRAY; operator delete refuses
+ *   such a block and delete[] any other (free and realloc take both).
  * - Quarantine: a freed class block is zeroed (its first
  *   TSALLOC_ZERO_ON_FREE bytes) but for its second word, a mark of its
  *   address and a secret, and waits in its heap's ring (TSALLOC_QUARANTINE
@@ -15,7 +17,9 @@
  *   core gets it; leaving, it must still read so: "use after free". A block
  *   freed again while it waits carries the mark: "double free".
  * - Large blocks: their last OS page is an inaccessible guard; freed, they
- *   are purged and kept inaccessible for TS_LARGE_QUARANTINE more frees.
+ *   are kept inaccessible for TS_LARGE_QUARANTINE more frees (purged past
+ *   TS_LARGE_RESIDENT bytes), and malloc may take an older one back whole,
+ *   its guard still in place (one mprotect).
  * - Segments: their last OS page is an inaccessible guard.
  * - Fresh blocks of a page are linked in a random order.
  * - Zero-size requests get a unique address in a reserved inaccessible
@@ -39,15 +43,25 @@
 
 TS_DESIGN_DECLARE(core)
 TS_DESIGN_DECLARE(secure)
-TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size);
+TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size, bool array);
+TS_HIDDEN void _ts_secure_tag_array(void *p);
+TS_HIDDEN void _ts_secure_delete(void *p);
+TS_HIDDEN void _ts_secure_delete_array(void *p);
+
+/* What a check of a block's trailer accepts: its kind (0 or TS_KIND_ARRAY)
+ * for operator delete and delete[], or either (free, realloc). */
+#define KIND_ANY UINT64_MAX
 
 #define TS_ZERO_SPAN ((size_t)64 << 20) /* region of zero-size blocks */
 /* A large block's last OS page is its guard: inaccessible. */
 #define TS_GUARD ((size_t)4096)
-/* Freed large blocks kept inaccessible before the core gets them; those up
- * to TS_LARGE_RESIDENT_MAX stay resident meanwhile (8 MiB at most). */
-#define TS_LARGE_QUARANTINE   8
-#define TS_LARGE_RESIDENT_MAX ((size_t)1 << 20)
+/* Freed large blocks kept inaccessible before the core gets them; they stay
+ * resident meanwhile while those that do hold at most TS_LARGE_RESIDENT
+ * bytes, the others are purged. */
+#define TS_LARGE_QUARANTINE 8
+#define TS_LARGE_RESIDENT   ((size_t)8 << 20)
+/* The large blocks freed last, never handed out again from the quarantine. */
+#define TS_LARGE_KEEP 4
 
 /* An extension of a page (page.c) carves at most 8 KiB of blocks of 16 bytes
  * and more; more would be linked in address order past this many. */
@@ -68,6 +82,9 @@ static struct {
     ts_spinlock_t lock;
     void *slot[TS_LARGE_QUARANTINE];
     size_t cap[TS_LARGE_QUARANTINE]; /* the block's bytes before its guard */
+    bool own[TS_LARGE_QUARANTINE];   /* no ts_heap_new heap's: malloc may take it */
+    bool res[TS_LARGE_QUARANTINE];   /* not purged: counts in `resident` */
+    size_t resident;
     unsigned first, count;
 } large_q = {.lock = TS_SPINLOCK_INIT};
 
@@ -81,6 +98,7 @@ static TS_NOINLINE void secure_init(void) {
         for (unsigned s = 0; s < TS_DIRECT_SLOTS; s++)
             _ts_secure_slot_cap[s] = _ts_classes[ts_class_of(s * 16)].size;
         _ts_secure_zero_max = (size_t)_ts_option_env(TS_OPTID_ZERO_ON_FREE, &origin);
+        _ts_secure_scan_init();
         atomic_store_explicit(&ready, 2, memory_order_release);
         return;
     }
@@ -233,46 +251,48 @@ static size_t live_block(const char *func, void *p, ts_page_t **pagep) {
         break;
     }
     size_t cap = _ts_block_usable(page, p, func);
-    if (((uint64_t *)p)[1] == ts_secure_qmark(p)) _ts_double_free(func, p); /* in quarantine */
+    if (((uint64_t *)p)[1] == ts_secure_qmark(page, p)) _ts_double_free(func, p); /* quarantined */
     *pagep = page;
     return cap;
 }
 
-/* The size asked for a live block of cap bytes; aborts on an overflow. The
- * size named is the capacity when the trailer itself was overwritten. */
-static size_t sealed_size(const char *func, void *p, size_t cap) {
-    size_t size = ts_secure_sealed_size(p, cap);
+/* The kind of p, a live block of cap bytes, as its trailer's check says
+ * (0 when it matches neither kind: an overflow, found by the caller). */
+static uint32_t block_kind(void *p, size_t cap) {
+    uint64_t w = *ts_secure_trailer(p, cap);
+    return (uint32_t)w == (ts_secure_check(p, w >> 32) ^ TS_KIND_ARRAY) ? TS_KIND_ARRAY : 0;
+}
+
+static TS_NORETURN void kind_mismatch(const char *func, void *p, uint32_t want) {
+    if (want == TS_KIND_ARRAY) _ts_fatal("%s(): block %p was not allocated by new[]", func, p);
+    _ts_fatal("%s(): block %p was allocated by new[]", func, p);
+}
+
+/* The size asked for a live block of cap bytes, of kind `want` (KIND_ANY:
+ * either); aborts on an overflow or a block of the other kind. The size
+ * named is the capacity when the trailer itself was overwritten. */
+static size_t sealed_size(const char *func, void *p, size_t cap, uint64_t want) {
+    uint32_t kind = want == KIND_ANY ? block_kind(p, cap) : (uint32_t)want;
+    size_t size = ts_secure_sealed_size_as(p, cap, kind);
     if (size != SIZE_MAX) return size;
-    uint64_t slack = *ts_secure_trailer(p, cap) >> 32;
-    if ((uint32_t)*ts_secure_trailer(p, cap) == ts_secure_check(p, slack) && slack <= cap - TS_PAD)
+    if (want != KIND_ANY && ts_secure_sealed_size_as(p, cap, kind ^ TS_KIND_ARRAY) != SIZE_MAX)
+        kind_mismatch(func, p, kind);
+    uint64_t w = *ts_secure_trailer(p, cap), slack = w >> 32;
+    if (((uint32_t)w == ts_secure_check(p, slack) ||
+         (uint32_t)w == (ts_secure_check(p, slack) ^ TS_KIND_ARRAY)) &&
+        slack <= cap - TS_PAD)
         overflow(func, p, cap - TS_PAD - slack);
     overflow(func, p, cap - TS_PAD);
 }
 
 /* ---- quarantine ------------------------------------------------------------------- */
 
-/* Bits set in [from, to) (16-byte aligned, a multiple of 16 bytes), or 0:
- * 64 bytes a step in vector registers, for the kilobytes of large blocks. */
-typedef uint64_t ts_v2_t __attribute__((vector_size(16), may_alias));
-static uint64_t or_words(uintptr_t from, uintptr_t to) {
-    const ts_v2_t *v = (const ts_v2_t *)from;
-    size_t n = (to - from) / 16, i = 0;
-    ts_v2_t a = {0, 0}, b = {0, 0};
-    for (; i + 4 <= n; i += 4) {
-        a |= v[i] | v[i + 1];
-        b |= v[i + 2] | v[i + 3];
-    }
-    for (; i < n; i++) a |= v[i];
-    a |= b;
-    return a[0] | a[1];
-}
-
-/* A block leaving quarantine must read as it was left: its zeroed bytes
- * zero, and its mark. */
-static void quarantine_check(void *p, size_t cap) {
+/* A block of page leaving quarantine must read as it was left: its zeroed
+ * bytes zero, and its mark. */
+static void quarantine_check(const ts_page_t *page, void *p, size_t cap) {
     uint64_t *w = p;
-    uint64_t acc = w[1] ^ ts_secure_qmark(p);
-    w[1] = 0;
+    uint64_t acc = w[1] ^ ts_secure_qmark(page, p);
+    w[1] = 0;                         /* for the scan */
     size_t n = ts_secure_zeroed(cap); /* a multiple of 16 */
     if (n <= 128) {                   /* most blocks: unrolled */
         acc |= w[0];
@@ -284,7 +304,7 @@ static void quarantine_check(void *p, size_t cap) {
         if (n > 96) acc |= w[12] | w[13];
         if (n > 112) acc |= w[14] | w[15];
     } else {
-        acc |= or_words((uintptr_t)p, (uintptr_t)p + n);
+        acc |= _ts_secure_or_words((uintptr_t)p, (uintptr_t)p + n); /* secure_scan.c */
     }
     if (acc) _ts_fatal("use after free: block %p written after free", p);
 }
@@ -295,10 +315,10 @@ static void quarantine_release(ts_quarantine_t *q) {
     q->first = (q->first + 1) % TS_QUARANTINE_SLOTS;
     q->count--;
     q->bytes -= cap;
-    quarantine_check(p, cap);
     uintptr_t u = (uintptr_t)p;
     unsigned shift = atomic_load_explicit(&_ts_segmap[u >> TS_SEGMENT_SHIFT], memory_order_relaxed);
     ts_page_t *page = ts_page_of(ts_segment_of(p), p, shift);
+    quarantine_check(page, p, cap);
     ts_free_block(page, p, ts_mark_of(page, p)); /* checked when it came in */
 }
 
@@ -316,22 +336,29 @@ void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap) {
         quarantine_release(q);
 }
 
-/* A large block of cap bytes before its guard: zeroed (up to 1 MiB its
- * first TSALLOC_ZERO_ON_FREE bytes, as class blocks; larger ones whole, by
- * giving their pages back), made inaccessible, and kept in the large
- * quarantine; the oldest there goes to the core, accessible again. */
+/* A large block of cap bytes before its guard: zeroed (its first
+ * TSALLOC_ZERO_ON_FREE bytes, as class blocks, while the resident ones of
+ * the large quarantine stay within TS_LARGE_RESIDENT; else whole, by giving
+ * its pages back), made inaccessible, and kept in the large quarantine; the
+ * oldest there goes to the core, accessible again, guard and all. */
 static void retire_large(void *p, size_t cap) {
-    if (cap <= TS_LARGE_RESIDENT_MAX)
+    ts_spin_lock(&large_q.lock);
+    bool res = large_q.resident + cap <= TS_LARGE_RESIDENT;
+    if (res) large_q.resident += cap; /* taken back below if the OS refuses */
+    ts_spin_unlock(&large_q.lock);
+    if (res)
         memset(p, 0, cap < _ts_secure_zero_max ? cap : _ts_secure_zero_max);
     else if (!_ts_os_purge(p, cap))
         memset(p, 0, cap);
     bool kept = _ts_os_protect(p, cap, false);
+    bool own = _ts_large_owned_size(p, NULL) != 0;
     void *old = NULL;
     size_t old_cap = 0;
     ts_spin_lock(&large_q.lock);
     if (kept && large_q.count == TS_LARGE_QUARANTINE) {
         old = large_q.slot[large_q.first];
         old_cap = large_q.cap[large_q.first];
+        if (large_q.res[large_q.first]) large_q.resident -= old_cap;
         large_q.first = (large_q.first + 1) % TS_LARGE_QUARANTINE;
         large_q.count--;
     }
@@ -339,7 +366,11 @@ static void retire_large(void *p, size_t cap) {
         unsigned at = (large_q.first + large_q.count) % TS_LARGE_QUARANTINE;
         large_q.slot[at] = p;
         large_q.cap[at] = cap;
+        large_q.own[at] = own;
+        large_q.res[at] = res;
         large_q.count++;
+    } else if (res) {
+        large_q.resident -= cap;
     }
     ts_spin_unlock(&large_q.lock);
     if (!kept) { /* the OS refused (out of mappings): straight back */
@@ -353,6 +384,44 @@ static void retire_large(void *p, size_t cap) {
     }
 }
 
+/* A block of the large quarantine for `size` bytes, or NULL: the oldest
+ * that fits without wasting more than a quarter, among all but the
+ * TS_LARGE_KEEP freed last (no immediate reuse). Its guard page never left,
+ * so one mprotect makes it usable again (three on the core's way: the
+ * release, the new block's guard, the next retire). Its first bytes were
+ * zeroed when it was retired (or all of it, purged). */
+static void *large_reuse(size_t size) {
+    size_t need = size + TS_PAD;
+    void *p = NULL;
+    size_t cap = 0;
+    ts_spin_lock(&large_q.lock);
+    for (unsigned i = 0; i + TS_LARGE_KEEP < large_q.count; i++) {
+        unsigned at = (large_q.first + i) % TS_LARGE_QUARANTINE;
+        if (!large_q.own[at] || large_q.cap[at] < need || large_q.cap[at] - need > need / 4)
+            continue;
+        p = large_q.slot[at];
+        cap = large_q.cap[at];
+        if (large_q.res[at]) large_q.resident -= cap;
+        for (; i + 1 < large_q.count; i++) { /* close the gap */
+            unsigned to = (large_q.first + i) % TS_LARGE_QUARANTINE;
+            unsigned from = (to + 1) % TS_LARGE_QUARANTINE;
+            large_q.slot[to] = large_q.slot[from];
+            large_q.cap[to] = large_q.cap[from];
+            large_q.own[to] = large_q.own[from];
+            large_q.res[to] = large_q.res[from];
+        }
+        large_q.count--;
+        break;
+    }
+    ts_spin_unlock(&large_q.lock);
+    if (!p) return NULL;
+    if (!_ts_os_protect(p, cap, true))
+        _ts_fatal("malloc(): cannot make large block %p accessible again", p);
+    if (_ts_secure_zero_max < 16) memset(p, 0, 16); /* retire zeroed none */
+    ts_secure_seal(p, size, cap);
+    return p;
+}
+
 /* A large block for `size` bytes just made: its last OS page becomes its
  * guard (when the OS refuses, the page stays accessible: it is left unused
  * all the same, and the canary still covers the block). */
@@ -364,6 +433,15 @@ static void *guard_large(void *p, size_t size) {
     return p;
 }
 
+void _ts_secure_free_rest(void *p, ts_page_t *page, size_t cap) {
+    ts_secure_zero(p, cap);
+    ts_heap_t *heap = _ts_tls_heap;
+    if (heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)
+        ts_secure_quarantine(heap, p, cap, ts_secure_qmark(page, p));
+    else
+        ts_free_block(page, p, ts_mark_of(page, p));
+}
+
 static void retire(void *p, ts_page_t *page, size_t cap) {
     if (!page) {
         retire_large(p, cap);
@@ -372,7 +450,7 @@ static void retire(void *p, ts_page_t *page, size_t cap) {
     ts_secure_zero(p, cap);
     ts_heap_t *heap = _ts_tls_heap;
     if (heap->state == TS_HEAP_ACTIVE && cap <= _ts_secure_quarantine_max / 2)
-        ts_secure_quarantine(heap, p, cap, ts_secure_qmark(p));
+        ts_secure_quarantine(heap, p, cap, ts_secure_qmark(page, p));
     else
         _ts_core_free(p);
 }
@@ -392,7 +470,9 @@ void *_ts_secure_malloc_slow(size_t size) {
     if (too_big(size)) return NULL;
     size_t asked = size + TS_PAD;
     if (asked > TS_CLASS_MAX_SIZE) {
-        void *p = ts_core_malloc_inline(asked + TS_GUARD);
+        void *p = large_reuse(size);
+        if (p) return p;
+        p = ts_core_malloc_inline(asked + TS_GUARD);
         if (!p) return NULL;
         /* A region from the large cache may start inside an earlier block,
          * past the bytes zeroed when that one was freed. */
@@ -412,7 +492,7 @@ void *_ts_secure_malloc(size_t size) {
     return ts_secure_malloc_inline(size);
 }
 
-static void secure_free(const char *func, void *p, size_t expect) {
+static void secure_free(const char *func, void *p, size_t expect, uint64_t kind) {
     if (!p) return;
     if (ts_vg_active() && _ts_vg_core_free(p)) return;
     secure_ready();
@@ -423,22 +503,52 @@ static void secure_free(const char *func, void *p, size_t expect) {
     }
     ts_page_t *page;
     size_t cap = live_block(func, p, &page);
-    size_t size = sealed_size(func, p, cap);
+    size_t size = sealed_size(func, p, cap, kind);
     if (expect != SIZE_MAX && expect != size)
         _ts_fatal("%s(): size %zu does not match block %p (size %zu)", func, expect, p, size);
     retire(p, page, cap);
 }
 
 void _ts_secure_free_slow(void *p) {
-    secure_free("free", p, SIZE_MAX);
+    secure_free("free", p, SIZE_MAX, KIND_ANY);
 }
 
 void _ts_secure_free(void *p) {
     ts_secure_free_inline(p);
 }
 
-void _ts_secure_free_sized(void *p, size_t size) {
-    secure_free("operator delete", p, size);
+void _ts_secure_delete_slow(void *p) {
+    secure_free("operator delete", p, SIZE_MAX, 0);
+}
+
+void _ts_secure_delete_array_slow(void *p) {
+    secure_free("operator delete[]", p, SIZE_MAX, TS_KIND_ARRAY);
+}
+
+/* The C++ shim's operator delete and delete[] (override_cxx.cpp). */
+void _ts_secure_delete(void *p) {
+    ts_secure_free_as(p, 0, _ts_secure_delete_slow);
+}
+
+void _ts_secure_delete_array(void *p) {
+    ts_secure_free_as(p, TS_KIND_ARRAY, _ts_secure_delete_array_slow);
+}
+
+void _ts_secure_free_sized(void *p, size_t size, bool array) {
+    if (array)
+        secure_free("operator delete[]", p, size, TS_KIND_ARRAY);
+    else
+        secure_free("operator delete", p, size, 0);
+}
+
+/* A block operator new[] just made: its trailer marked as new[]'s. Zero-size
+ * blocks have no trailer (and so no mismatch found). */
+void _ts_secure_tag_array(void *p) {
+    if (ts_vg_core_routes() || is_zero_block(p)) return;
+    ts_page_t *page;
+    size_t cap = live_block("operator new[]", p, &page);
+    uint64_t *t = ts_secure_trailer(p, cap), slack = *t >> 32;
+    *t = slack << 32 | (ts_secure_check(p, slack) ^ TS_KIND_ARRAY);
 }
 
 void *_ts_secure_calloc(size_t total) {
@@ -446,6 +556,9 @@ void *_ts_secure_calloc(size_t total) {
     secure_ready();
     if (total == 0) return zero_alloc();
     if (too_big(total)) return NULL;
+    /* Every block comes zero through its first TSALLOC_ZERO_ON_FREE bytes
+     * (zeroed when freed, or fresh, or cleared when carved): malloc's then. */
+    if (total <= (_ts_secure_zero_max & ~(size_t)15)) return _ts_secure_malloc(total);
     size_t asked = total + TS_PAD;
     if (asked > TS_CLASS_MAX_SIZE) {
         void *p = _ts_alloc_aligned(asked + TS_GUARD, 0, true);
@@ -486,11 +599,11 @@ void *_ts_secure_realloc(void *p, size_t size) {
     if (too_big(size)) return NULL;
     ts_page_t *page;
     size_t cap = live_block("realloc", p, &page);
-    size_t old = sealed_size("realloc", p, cap);
+    size_t old = sealed_size("realloc", p, cap, KIND_ANY);
     size_t room = cap - TS_PAD;
     if (size <= room && (size >= room / 2 || cap <= 64)) {
         if (size > old) memset((char *)p + old, 0, size - old);
-        ts_secure_seal(p, size, cap);
+        ts_secure_seal_as(p, size, cap, block_kind(p, cap));
         return p;
     }
     if (!page && size + TS_PAD > TS_CLASS_MAX_SIZE) {
@@ -516,7 +629,8 @@ size_t _ts_secure_usable_size(const void *cp) {
     secure_ready();
     if (is_zero_block(p)) return 0;
     ts_page_t *page;
-    return sealed_size("malloc_usable_size", p, live_block("malloc_usable_size", p, &page));
+    size_t cap = live_block("malloc_usable_size", p, &page);
+    return sealed_size("malloc_usable_size", p, cap, KIND_ANY);
 }
 
 int _ts_secure_trim(size_t pad) {

@@ -60,6 +60,11 @@ TS_HIDDEN char *_ts_secure_reserve(unsigned n);
 TS_HIDDEN void _ts_secure_page_init(ts_page_t *page);
 TS_HIDDEN void _ts_secure_carve(ts_page_t *page, char *first, uint32_t n);
 
+/* secure_scan.c: the bits set in [from, to) (16-byte aligned, a multiple
+ * of 16 bytes), 0 when none; its choice of loop made once, at set-up. */
+TS_HIDDEN uint64_t _ts_secure_or_words(uintptr_t from, uintptr_t to);
+TS_HIDDEN void _ts_secure_scan_init(void);
+
 /* heap.c: a heap being abandoned frees the blocks in its quarantine first. */
 TS_HIDDEN void _ts_secure_heap_flush(ts_heap_t *heap);
 

@@ -131,8 +131,8 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     _ts_stat_decommit_pages(0, kept_untouched); /* the new pages count as touched */
     ts_spin_unlock(&seg->lock);
     if (made) _ts_purge_schedule_later();
-    atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT], (uint8_t)shift,
-                          memory_order_release);
+    atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT],
+                          (uint8_t)(shift | _ts_map_flag), memory_order_release);
 }
 
 /* ---- a heap's segment lists (owner only) ---------------------------------------- */

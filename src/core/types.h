@@ -31,6 +31,10 @@
 #define TS_MAX_PAGES      64
 
 enum { TS_MAP_NONE = 0, TS_MAP_LARGE = 1 }; /* other _ts_segmap values: a page shift */
+/* Set with the shift when every free of the segment takes the slow path
+ * (TSALLOC_ZERO_ON_FREE, zerofree.c); ts_map_shift takes it off. */
+#define TS_MAP_SLOW     0x80u
+#define ts_map_shift(m) ((m) & ~TS_MAP_SLOW)
 
 enum ts_kind { TS_KIND_SMALL, TS_KIND_MEDIUM, TS_KIND_BIG, TS_KIND_COUNT };
 #define TS_SHIFT_SMALL  16

@@ -27,7 +27,11 @@ extern "C" {
 
 #include "designs/family.h"
 #if TS_SECURE
-TS_HIDDEN void _ts_secure_free_sized(void *ptr, size_t size); /* core/secure.c */
+/* core/secure.c: blocks of new[] are told apart from others (secure.md). */
+TS_HIDDEN void _ts_secure_free_sized(void *ptr, size_t size, bool array);
+TS_HIDDEN void _ts_secure_tag_array(void *ptr);
+TS_HIDDEN void _ts_secure_delete(void *ptr);
+TS_HIDDEN void _ts_secure_delete_array(void *ptr);
 #endif
 }
 
@@ -275,14 +279,32 @@ template <class... Unused> inline void delete_block(void *ptr, const Unused &...
     TS_FAMILY_FN(free)(ptr);
 }
 #if TS_SECURE
-/* The hardened build checks the size a sized delete passes (secure.c). */
-inline void delete_block(void *ptr, size_t size) {
-    _ts_secure_free_sized(ptr, size);
+/* The hardened build checks the size a sized delete passes, and that
+ * delete[] gets the blocks of new[] and delete the others (secure.c). */
+template <bool array, class... Unused> inline void secure_delete(void *ptr, const Unused &...) {
+    if (array)
+        _ts_secure_delete_array(ptr);
+    else
+        _ts_secure_delete(ptr);
 }
-inline void delete_block(void *ptr, size_t size, TS_CXX_ALIGN_T) {
-    _ts_secure_free_sized(ptr, size);
+template <bool array> inline void secure_delete(void *ptr, size_t size) {
+    _ts_secure_free_sized(ptr, size, array);
+}
+template <bool array> inline void secure_delete(void *ptr, size_t size, TS_CXX_ALIGN_T) {
+    _ts_secure_free_sized(ptr, size, array);
 }
 #endif
+
+/* What operator new returns: in the hardened build, new[]'s blocks are
+ * marked as such. */
+inline void *new_made(void *p, new_form form) {
+#if TS_SECURE
+    if ((form == FORM_NEW_ARRAY || form == FORM_NEW_ARRAY_ALIGNED) && p) _ts_secure_tag_array(p);
+#else
+    (void)form;
+#endif
+    return p;
+}
 
 } // namespace
 
@@ -295,11 +317,20 @@ inline void delete_block(void *ptr, size_t size, TS_CXX_ALIGN_T) {
  */
 #define TS_DEFINE_NEW(symbol, op, array, aligned, nothrow, params, args)                           \
     TS_CXX_EXPORT void *operator op params noexcept(nothrow != 0) {                                \
-        return new_block(request_of args, new_form((array) + 2 * (aligned)), nothrow != 0);        \
+        return new_made(                                                                           \
+            new_block(request_of args, new_form((array) + 2 * (aligned)), nothrow != 0),           \
+            new_form((array) + 2 * (aligned)));                                                    \
     }
+#if TS_SECURE /* _ZdaPv...: delete[]; _ZdlPv...: delete */
+#define TS_DEFINE_DELETE(symbol, op, params, args)                                                 \
+    TS_CXX_EXPORT void operator op params noexcept {                                               \
+        secure_delete<#symbol[3] == 'a'> args;                                                     \
+    }
+#else
 #define TS_DEFINE_DELETE(symbol, op, params, args)                                                 \
     TS_CXX_EXPORT void operator op params noexcept {                                               \
         delete_block args;                                                                         \
     }
+#endif
 TS_CXX_NEW(TS_DEFINE_NEW)
 TS_CXX_DELETE(TS_DEFINE_DELETE)

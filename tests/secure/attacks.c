@@ -259,6 +259,27 @@ static void sized_delete(size_t n) {
     op_delete(p, n + 16);
 }
 
+/* An array of new[] given to delete (the element destructors of all but
+ * the first are skipped; with a cookie, the pointer is not the block). */
+static void new_array_delete(size_t n) {
+    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znam");
+    void (*op_delete)(void *) = (void (*)(void *))cxx_symbol("_ZdlPv");
+    if (!op_new || !op_delete) return;
+    void *p = op_new(n);
+    expect("tsalloc: operator delete(): block %p was allocated by new[]", p);
+    op_delete(p);
+}
+
+/* A block of new given to delete[]. */
+static void new_delete_array(size_t n) {
+    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znwm");
+    void (*op_delete)(void *) = (void (*)(void *))cxx_symbol("_ZdaPv");
+    if (!op_new || !op_delete) return;
+    void *p = op_new(n);
+    expect("tsalloc: operator delete[](): block %p was not allocated by new[]", p);
+    op_delete(p);
+}
+
 /* Sizes no allocator can give: NULL with ENOMEM is the right answer. */
 static void huge_size(size_t n) {
     (void)n;
@@ -314,6 +335,8 @@ static const attack_t attacks[] = {
     {"interior-free", interior_free, ANYSIZE, ANYSIZE, ANYSIZE, "", 0},
     {"zero-size-write", zero_size_write, SMALL, 0, SMALL, "", SMALL},
     {"sized-delete", sized_delete, ANYSIZE, 0, ANYSIZE, "", 0},
+    {"new-array-delete", new_array_delete, ANYSIZE, 0, ANYSIZE, "", 0},
+    {"new-delete-array", new_delete_array, ANYSIZE, 0, ANYSIZE, "", 0},
     {"huge-size", huge_size, SMALL, SMALL, SMALL, "", 0},
 };
 

@@ -4,7 +4,9 @@
  * size asked for; every block comes zeroed up to TSALLOC_ZERO_ON_FREE
  * (4 KiB) however its memory was used before; a freed block is not handed
  * out again at once; realloc, memalign and sized delete of the right size
- * never trip a check. */
+ * never trip a check; a block of new[] is one free, realloc and
+ * malloc_usable_size accept (only operator delete refuses it), and a
+ * realloc in place keeps it one. */
 #include "check.h"
 
 #include <malloc.h>
@@ -108,6 +110,34 @@ static void sized_delete(void) {
     }
 }
 
+static void array_blocks(void) {
+    void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znam");
+    void (*op_delete)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdaPv");
+    void (*op_delete_sized)(void *, size_t) =
+        (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdaPvm");
+    if (!op_new || !op_delete || !op_delete_sized) return;
+    for (size_t i = 0; i < NSIZES; i++) {
+        size_t n = sizes[i];
+        char *p = op_new(n);
+        memset(p, 1, n);
+        CHECK_EQ(malloc_usable_size(p), n);
+        free(p);
+        p = op_new(n);
+        p = realloc(p, n - n / 4);
+        CHECK(p != NULL);
+        free(p);
+        p = op_new(n);
+        op_delete_sized(p, n);
+        p = op_new(n);
+        if (n > 16) {
+            p = realloc(p, n - 1); /* in place: still new[]'s */
+            op_delete_sized(p, n - 1);
+        } else {
+            op_delete(p);
+        }
+    }
+}
+
 int main(void) {
     ts_require_preloaded();
     zero_size();
@@ -116,6 +146,7 @@ int main(void) {
     no_immediate_reuse();
     aligned_and_calloc();
     sized_delete();
+    array_blocks();
     printf("secure_api: ok\n");
     return 0;
 }

@@ -6,6 +6,8 @@
 #   secure_report.sh BUILD [PEER_DIR]
 # SCUDO=/path/libclang_rt.scudo_standalone-x86_64.so names Scudo's library
 # (Debian's libclang-rt-16-dev ships it; extract it with dpkg -x).
+# MIMALLOC_SECURE=/path/libmimalloc-secure.so adds mimalloc built with
+# MI_SECURE=ON (a build option of its sources; no distribution ships it).
 set -eu
 build=${1:?usage: secure_report.sh BUILD [PEER_DIR]}
 peers=${2:-/usr/lib/x86_64-linux-gnu}
@@ -28,6 +30,7 @@ add glibc ""
 add jemalloc "$peers/libjemalloc.so.2"
 add tcmalloc "$peers/libtcmalloc_minimal.so.4"
 add mimalloc "$peers/libmimalloc.so.2"
+[ -z "${MIMALLOC_SECURE:-}" ] || add mi-secure "$MIMALLOC_SECURE"
 add scudo "$scudo"
 add tsalloc "$build/lib/libtsalloc.so"
 add secure "$build/lib/libtsalloc-secure.so"

@@ -9,4 +9,9 @@ if(TARGET tsalloc-tsalloc-static)
   # A long purge delay: the large-block loop must find its regions resident.
   ts_test(core_large SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_large.c
           LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_PURGE_DELAY_MS=10000)
+  # Freed blocks zeroed (zerofree.c); the long delay keeps freed large
+  # regions mapped for the test to read.
+  ts_test(core_zero_on_free SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_zero_on_free.c
+          LIBS tsalloc-tsalloc-static TIMEOUT 60
+          ENV TSALLOC_ZERO_ON_FREE=4096 TSALLOC_PURGE_DELAY_MS=10000)
 endif()

@@ -345,6 +345,11 @@ TS_HIDDEN uint64_t _ts_segment_purge_expired(ts_segment_t *seg, uint64_t now, bo
 /* A page of the full list whose blocks are all free: purge its memory (the
  * page stays in use); false when the OS refused. */
 TS_HIDDEN bool _ts_segment_purge_in_use(ts_page_t *page);
+/* A page taken for another class than its memory was touched by, with blocks
+ * above TS_RELAYOUT_PURGE_MIN: purge what the old layout touched when little
+ * of it is resident (the program writes only part of its blocks). */
+#define TS_RELAYOUT_PURGE_MIN TS_MEDIUM_PAGE_MAX
+TS_HIDDEN void _ts_segment_purge_relayout(ts_page_t *page);
 TS_HIDDEN void _ts_segment_sweep_prepare(ts_page_t *page); /* before the sweep purges in it */
 /* The free pages in `bits` are resident: their purge is due at `at` (the
  * earliest of theirs). Segment lock held. */

@@ -460,6 +460,13 @@ static ts_page_t *empty_big_take(ts_heap_t *heap, unsigned i) {
     return page;
 }
 
+/* A big page about to take another class gives back what the old one
+ * touched (_ts_segment_purge_relayout); the same class reuses it as it is. */
+static void relayout_purge(ts_page_t *page, unsigned cls) {
+    if (page->touched && page->cls != cls && _ts_classes[cls].size > TS_RELAYOUT_PURGE_MIN)
+        _ts_segment_purge_relayout(page);
+}
+
 static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool *adopted) {
     enum ts_kind kind = (enum ts_kind)_ts_classes[cls].kind;
     ts_page_t *page = NULL;
@@ -477,6 +484,7 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
             atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
             if (!page->free) page_refill(page);
         } else {
+            relayout_purge(page, cls);
             page_init(heap, page, cls);
             page_extend(page);
         }
@@ -495,6 +503,7 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
         }
     }
     if (!page) return NULL;
+    relayout_purge(page, cls);
     page_init(heap, page, cls);
     page_extend(page);
     queue_push_front(heap, page);

@@ -197,6 +197,36 @@ uint64_t _ts_segment_purge_expired(ts_segment_t *seg, uint64_t now, bool force) 
     return next;
 }
 
+/* A page taken for a class other than the one whose blocks touched its
+ * memory (a dirty free page of its segment, or a kept empty big page made
+ * over). A program that writes most of its blocks will write the new ones
+ * too, so the resident memory saves it page faults: kept. One that writes
+ * only part of each block (a header, a buffer seldom filled) leaves
+ * resident OS pages that seldom line up with the new blocks, and they
+ * would pile up over every layout the page has had, until a purge that
+ * does not come while the page keeps being reused: given back when fewer
+ * than half of the OS pages the old blocks covered are resident. */
+void _ts_segment_purge_relayout(ts_page_t *page) {
+    ts_assert(ts_page_state(page) == TS_PAGE_IN_USE && page->touched <= page->area);
+    size_t os_page = _ts_os_page_size();
+    size_t pages = ((size_t)page->touched + os_page - 1) / os_page, resident = 0;
+    unsigned char vec[1024];
+    for (size_t at = 0; at < pages; at += sizeof vec) {
+        size_t n = pages - at < sizeof vec ? pages - at : sizeof vec;
+        if (!_ts_os_resident((void *)(page->base + at * os_page), n * os_page, vec)) return;
+        for (size_t k = 0; k < n; k++) resident += vec[k] & 1;
+    }
+    if (resident * 2 >= pages) return;
+    size_t len = pages * os_page < page->area ? pages * os_page : page->area;
+    ts_segment_t *seg = ts_segment_of(page);
+    ts_spin_lock(&seg->lock);
+    huge_halves_split(seg, 1u << page_half(seg, page->index));
+    bool purged = _ts_os_purge((void *)page->base, len);
+    if (purged) page->touched = 0; /* fresh again: calloc need not clear it */
+    ts_spin_unlock(&seg->lock);
+    if (purged) atomic_fetch_add(&_ts_stats.purged, len);
+}
+
 void _ts_segment_sweep_prepare(ts_page_t *page) {
     ts_segment_t *seg = ts_segment_of(page);
     ts_spin_lock(&seg->lock);

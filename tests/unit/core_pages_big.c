@@ -3,6 +3,8 @@
  * segment holding them. Each check runs in a fresh thread, so it starts from
  * an empty heap.
  */
+#include <sys/mman.h>
+
 #include "core_pages.h"
 
 /* The kept big pages (the slots and the lingering page): which one goes when
@@ -12,6 +14,13 @@
  * memory a kept page is re-made before malloc gives up. */
 TS_HIDDEN void _ts_pages_collect(ts_heap_t *heap, bool force);
 #define BIG_KEPT_MAX (TS_EMPTY_BIG_KEEP + 1)
+static size_t resident_pages(void *addr, size_t len) { /* OS pages of [addr, +len) in RAM */
+    static unsigned char vec[TS_SEGMENT_SIZE / 4096];
+    CHECK(len <= sizeof vec * 4096 && mincore(addr, len, vec) == 0);
+    size_t n = 0;
+    for (size_t i = 0; i < (len + 4095) / 4096; i++) n += vec[i] & 1;
+    return n;
+}
 static ts_page_t *keep_big(size_t size) { /* one block of `size`, freed: its page kept */
     void *p = malloc(size);
     CHECK(p != NULL);
@@ -55,9 +64,10 @@ static void *big_slots(void *arg) {
     malloc_trim(0);
     CHECK_MSG(heap->empty_big[0] == NULL && heap->big_linger == NULL,
               "malloc_trim left a kept page");
-    /* A page touched in full, kept alone, then re-made for another class
-     * with one block carved: its memory is still resident, so beside other
-     * kept pages it is not kept again. */
+    /* A page carved in full, kept alone, then re-made for another class:
+     * what the old class touched goes back first (the new blocks' OS pages
+     * seldom line up with the old ones), so only the new block's carving is
+     * resident, and beside other kept pages it is kept again. */
     void *fill[64];
     int nfill = 0;
     fill[nfill++] = malloc(400000);
@@ -73,8 +83,10 @@ static void *big_slots(void *arg) {
     CHECK(heap->empty_big[0] == whole && heap->empty_big[TS_EMPTY_BIG_KEEP - 1] != NULL);
     void *other = malloc(500000); /* a class with no kept page: the oldest, `whole`, is re-made */
     CHECK(page_of(other) == whole && whole->capacity == 1);
+    CHECK_MSG(resident_pages((void *)whole->base, whole->area) <= 2,
+              "a page re-made for another class kept the old class's memory resident");
     free(other);
-    CHECK_MSG(!big_kept(whole), "a re-made page touched in full was kept beside others");
+    CHECK_MSG(big_kept(whole), "a re-made page with one block carved was not kept");
     malloc_trim(0);
     /* Out of memory: no new segment, but kept pages are re-made. */
     keep_big(70000);
@@ -256,8 +268,51 @@ static void *adopt_keeps(void *arg) {
     return NULL;
 }
 
+/* A big page of 400000-byte blocks, each written for its first `written`
+ * bytes, goes back to its segment (not kept: another page is) and is taken
+ * again, still resident, for another class. Returns the OS pages of it
+ * resident then. */
+static size_t relayout_resident(size_t written) {
+    ts_heap_t *heap = trimmed_heap();
+    ts_page_t *kept = keep_big(70000);
+    void *fill[64];
+    int nfill = 0;
+    fill[nfill++] = malloc(400000);
+    ts_page_t *whole = page_of(fill[0]);
+    while (nfill < 64 && (uint32_t)nfill < whole->reserved) CHECK((fill[nfill++] = malloc(400000)));
+    CHECK(page_of(fill[nfill - 1]) == whole);
+    for (int i = 0; i < nfill; i++) memset(fill[i], 0x5a, written);
+    for (int i = 0; i < nfill; i++) free(fill[i]);
+    CHECK_MSG(!big_kept(whole) && heap->spare == ts_segment_of(whole),
+              "the page was kept, or its segment is not the spare: no test");
+    void *other = malloc(250000); /* another class: the spare's page, still dirty */
+    CHECK(other != NULL && page_of(other) == whole && big_kept(kept));
+    size_t n = resident_pages((void *)whole->base, whole->area);
+    free(other);
+    malloc_trim(0);
+    return n;
+}
+/* Blocks written for a few bytes each: the old layout's resident pages go
+ * back before the new blocks are carved, so they do not pile up under it. */
+static void *relayout_sparse(void *arg) {
+    (void)arg;
+    CHECK_MSG(relayout_resident(16) <= 2,
+              "a dirty page taken for another class kept the old class's few written pages");
+    return NULL;
+}
+/* Blocks written in full: the new ones will likely be too, so the page
+ * stays resident and saves their page faults. */
+static void *relayout_dense(void *arg) {
+    (void)arg;
+    CHECK_MSG(relayout_resident(400000) >= 9 * 97,
+              "a dirty page written in full was given back when taken for another class");
+    return NULL;
+}
+
 int main(void) {
     free(malloc(1));
+    run(relayout_sparse);
+    run(relayout_dense);
     run(big_slots);
     run(adopt_keeps);
     run(two_whole);

@@ -222,9 +222,13 @@ void _ts_segment_purge_relayout(ts_page_t *page) {
     ts_spin_lock(&seg->lock);
     huge_halves_split(seg, 1u << page_half(seg, page->index));
     bool purged = _ts_os_purge((void *)page->base, len);
+    size_t was = page->touched;
     if (purged) page->touched = 0; /* fresh again: calloc need not clear it */
     ts_spin_unlock(&seg->lock);
-    if (purged) atomic_fetch_add(&_ts_stats.purged, len);
+    if (purged) {
+        _ts_stat_untouch(was); /* still committed, no longer in use */
+        atomic_fetch_add(&_ts_stats.purged, len);
+    }
 }
 
 void _ts_segment_sweep_prepare(ts_page_t *page) {

@@ -71,6 +71,10 @@ void _ts_stat_decommit_pages(size_t area, size_t untouched) {
     (void)was;
 }
 
+void _ts_stat_untouch(size_t bytes) {
+    atomic_fetch_add_explicit(&_ts_stats.untouched, bytes, memory_order_relaxed);
+}
+
 void _ts_stat_touch(size_t bytes) {
     size_t was = atomic_fetch_sub_explicit(&_ts_stats.untouched, bytes, memory_order_relaxed);
     ts_assert(was >= bytes);

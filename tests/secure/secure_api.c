@@ -4,7 +4,8 @@
  * size asked for; every block comes zeroed up to TSALLOC_ZERO_ON_FREE
  * (4 KiB) however its memory was used before; a freed block is not handed
  * out again at once; realloc, memalign and sized delete of the right size
- * never trip a check. */
+ * never trip a check; ts_heap_check() reads the encoded free lists and
+ * finds nothing wrong. */
 #include "check.h"
 
 #include <malloc.h>
@@ -108,6 +109,22 @@ static void sized_delete(void) {
     }
 }
 
+/* Pages with blocks on their free lists, whose links are encoded: the
+ * check decodes them (it took an encoded link for a pointer off the page). */
+static void heap_check_reads_links(void) {
+    void (*check)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "ts_heap_check");
+    CHECK(check != NULL);
+    enum { N = 600 };
+    static void *b[N];
+    for (int i = 0; i < N; i++) CHECK((b[i] = malloc(16 + (size_t)(i % 6) * 400)));
+    for (int i = 0; i < N; i += 2) free(b[i]);
+    for (int i = 0; i < N; i += 4) CHECK((b[i] = malloc(16 + (size_t)(i % 6) * 400)));
+    check();
+    for (int i = 0; i < N; i++)
+        if (i % 4 == 0 || i % 2 == 1) free(b[i]);
+    check();
+}
+
 int main(void) {
     ts_require_preloaded();
     zero_size();
@@ -116,6 +133,7 @@ int main(void) {
     no_immediate_reuse();
     aligned_and_calloc();
     sized_delete();
+    heap_check_reads_links();
     printf("secure_api: ok\n");
     return 0;
 }

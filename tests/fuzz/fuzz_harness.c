@@ -15,7 +15,8 @@
  * - calloc's memory reads as zero; realloc keeps the contents up to the
  *   smaller size; every block's pattern is intact when it is next touched;
  * - the allocator's statistics (mallinfo2's arena + hblkhd) cover the live
- *   requested bytes;
+ *   requested bytes, and the design's own consistency check (fz_api_t's
+ *   check, where it has one) finds nothing;
  * - impossible requests (sizes near SIZE_MAX, calloc overflow) give NULL and
  *   errno = ENOMEM, and a failed realloc leaves the block as it was;
  *   posix_memalign rejects a bad alignment with EINVAL.
@@ -326,6 +327,10 @@ static char run_op(const fz_op_t *op) {
             if (fz.slots[i].ptr) live += fz.slots[i].size;
         size_t have = fz.api->footprint();
         FZ_CHECK(have >= live, "statistics: %zu bytes from the OS, %zu bytes live", have, live);
+        if (fz.api->check) {
+            const char *why = fz.api->check();
+            FZ_CHECK(why == NULL, "the design's consistency check: %s", why);
+        }
         return OUT_DONE;
     }
     default:
@@ -453,6 +458,16 @@ static size_t ref_footprint(void) {
     return mi.arena + mi.hblkhd;
 }
 
-const fz_api_t fz_libc = {"libc",   16,           malloc,        free,           calloc,
-                          realloc,  ref_memalign, aligned_alloc, posix_memalign, malloc_usable_size,
-                          ref_trim, ref_footprint};
+const fz_api_t fz_libc = {"libc",
+                          16,
+                          malloc,
+                          free,
+                          calloc,
+                          realloc,
+                          ref_memalign,
+                          aligned_alloc,
+                          posix_memalign,
+                          malloc_usable_size,
+                          ref_trim,
+                          ref_footprint,
+                          NULL};

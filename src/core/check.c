@@ -45,7 +45,7 @@ uint32_t _ts_check_page_list(const ts_page_t *page, const char *where) {
     uint32_t n = 0;
     uintptr_t start = page->start, size = page->block_size;
     uintptr_t end = start + (uintptr_t)page->capacity * size;
-    for (const ts_block_t *b = page->free; b; b = b->next) {
+    for (const ts_block_t *b = page->free; b; b = ts_link_get(page, b, "ts_heap_check")) {
         uintptr_t u = (uintptr_t)b;
         if (u < start || u >= end || !size)
             _ts_fatal("%s: the free list of page %p (class %u, %u-byte blocks) leaves its "

@@ -20,6 +20,9 @@ typedef struct fz_api {
     size_t (*usable_size)(void *ptr);
     int (*trim)(size_t pad);
     size_t (*footprint)(void); /* memory from the OS: mallinfo2's arena + hblkhd */
+    /* The design's own consistency check, where it has one: NULL when its
+     * structures hold every invariant, else what is broken. */
+    const char *(*check)(void);
 } fz_api_t;
 
 /* The design the program is linked with (fuzz_design.c, one per design). */

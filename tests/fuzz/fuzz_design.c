@@ -36,6 +36,25 @@ static int d_trim(size_t pad) {
     return _TS_D(trim)(pad);
 }
 
+/* The designs' consistency checks, each defined only where its design is
+ * linked in: the fast allocator's ts_heap_check (which aborts with its own
+ * message), bestfit's and pow2's debug checks. bins has none. */
+extern void ts_heap_check(void) __attribute__((weak));
+extern const char *_ts_bestfit_debug_check(void) __attribute__((weak));
+extern const char *_ts_bestfit_tls_debug_check(void) __attribute__((weak));
+extern int _ts_pow2_check_heap(char *why, size_t cap) __attribute__((weak));
+extern int _ts_pow2_part_check_heap(char *why, size_t cap) __attribute__((weak));
+
+static const char *d_check(void) {
+    static char why[256];
+    if (ts_heap_check) ts_heap_check();
+    if (_ts_bestfit_debug_check) return _ts_bestfit_debug_check();
+    if (_ts_bestfit_tls_debug_check) return _ts_bestfit_tls_debug_check();
+    if (_ts_pow2_check_heap && _ts_pow2_check_heap(why, sizeof why)) return why;
+    if (_ts_pow2_part_check_heap && _ts_pow2_part_check_heap(why, sizeof why)) return why;
+    return NULL;
+}
+
 static size_t d_footprint(void) {
     ts_heap_info_t info = {0};
     _TS_D(info)(&info);
@@ -43,6 +62,6 @@ static size_t d_footprint(void) {
 }
 
 const fz_api_t fz_design = {
-    TS_DESIGN_NAME, 16,         d_malloc,        d_free,           d_calloc,
-    d_realloc,      d_memalign, d_aligned_alloc, d_posix_memalign, d_usable_size,
-    d_trim,         d_footprint};
+    TS_DESIGN_NAME, 16,          d_malloc,        d_free,           d_calloc,
+    d_realloc,      d_memalign,  d_aligned_alloc, d_posix_memalign, d_usable_size,
+    d_trim,         d_footprint, d_check};

@@ -15,7 +15,9 @@
  * - calloc's memory reads as zero; realloc keeps the contents up to the
  *   smaller size; every block's pattern is intact when it is next touched;
  * - the allocator's statistics (mallinfo2's arena + hblkhd) cover the live
- *   requested bytes;
+ *   requested bytes, and the design's own consistency check (fz_api_t's
+ *   check, where it has one) finds nothing: at one in 16 of those
+ *   operations and at the end of the program;
  * - impossible requests (sizes near SIZE_MAX, calloc overflow) give NULL and
  *   errno = ENOMEM, and a failed realloc leaves the block as it was;
  *   posix_memalign rejects a bad alignment with EINVAL.
@@ -199,6 +201,12 @@ enum {
     NOPS
 };
 
+static void check_design(void) {
+    if (!fz.api->check) return;
+    const char *why = fz.api->check();
+    FZ_CHECK(why == NULL, "the design's consistency check: %s", why);
+}
+
 static char run_op(const fz_op_t *op) {
     fz_slot_t *s = &fz.slots[op->slot];
     switch (op->op) {
@@ -326,6 +334,7 @@ static char run_op(const fz_op_t *op) {
             if (fz.slots[i].ptr) live += fz.slots[i].size;
         size_t have = fz.api->footprint();
         FZ_CHECK(have >= live, "statistics: %zu bytes from the OS, %zu bytes live", have, live);
+        if (op->b % 16 == 0) check_design(); /* a walk of the whole heap: not each time */
         return OUT_DONE;
     }
     default:
@@ -416,6 +425,7 @@ const char *fz_run(const fz_api_t *api, const uint8_t *data, size_t len) {
         dispatch(&op);
     }
     stop_workers();
+    check_design();
     for (int i = 0; i < SLOTS; i++) release(&fz.slots[i]);
     fz.trace[fz.nops] = '\0';
     return fz.trace;
@@ -453,6 +463,16 @@ static size_t ref_footprint(void) {
     return mi.arena + mi.hblkhd;
 }
 
-const fz_api_t fz_libc = {"libc",   16,           malloc,        free,           calloc,
-                          realloc,  ref_memalign, aligned_alloc, posix_memalign, malloc_usable_size,
-                          ref_trim, ref_footprint};
+const fz_api_t fz_libc = {"libc",
+                          16,
+                          malloc,
+                          free,
+                          calloc,
+                          realloc,
+                          ref_memalign,
+                          aligned_alloc,
+                          posix_memalign,
+                          malloc_usable_size,
+                          ref_trim,
+                          ref_footprint,
+                          NULL};

@@ -251,9 +251,13 @@ static void test_destroy_returns_memory(void) {
             total += n;
         }
         size_t rss1 = ts_rss_bytes();
-        CHECK_MSG(rss1 > rss0 + ((size_t)40 << 20), "rss %zu -> %zu", rss0, rss1);
+        /* 64 MB written: RSS rises 66 MiB (measured); 32 MiB is half that,
+         * enough to show the heap's memory was resident. */
+        CHECK_MSG(rss1 > rss0 + ((size_t)32 << 20), "rss %zu -> %zu", rss0, rss1);
         ts_heap_destroy(h);
         size_t rss2 = ts_rss_bytes();
+        /* 4 to 136 KiB stay (measured): 2 MiB is 15x that, and about 1/30
+         * of what a destroy that kept its pages would leave. */
         CHECK_MSG(rss2 < rss0 + ((size_t)2 << 20), "round %d: rss %zu -> %zu -> %zu", round, rss0,
                   rss1, rss2);
     }

@@ -70,7 +70,8 @@ def only_profile(tmp, suffix=".heap"):
 def case_shares(tmp):
     """Default rate, fixed seed: each function's share of the live bytes
     within 5 points of 60/30/10 (256 samples: one standard deviation is 3
-    points for the 60%), the total within 10%."""
+    points for the 60%; 1.3 points off measured), the total within 20%
+    (one standard deviation is 6%; 6.8% off measured)."""
     _, truth = run(["shares", "128", "0"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SEED": "1"}, tmp)
     prof = only_profile(tmp)
     est = {fn: cum(prof, fn) for fn in ("hold60", "hold30", "hold10")}
@@ -79,7 +80,7 @@ def case_shares(tmp):
         share, true_share = 100.0 * est[fn] / est_sum, 100.0 * truth[fn] / true_sum
         check(abs(share - true_share) <= 5, "%s: %.1f%% of live bytes (true %.1f%%)" % (
             fn, share, true_share))
-    check(abs(est_sum - true_sum) <= 0.1 * true_sum,
+    check(abs(est_sum - true_sum) <= 0.2 * true_sum,
           "live bytes of the three %d (true %d)" % (est_sum, true_sum))
 
 
@@ -114,6 +115,7 @@ def case_peak(tmp):
     est = {fn: cum(prof, fn) for fn in ("hold60", "hold30", "hold10", "make_peak")}
     top = max(est, key=est.get)
     check(top == "make_peak", "top of the peak profile: %s (%s)" % (top, est))
+    # 94% of the true peak is seen (measured): 80% leaves 3x that shortfall.
     check(est["make_peak"] >= 0.8 * truth["make_peak"],
           "make_peak at the peak: %d bytes (true peak %d)" % (est["make_peak"],
                                                              truth["make_peak"]))

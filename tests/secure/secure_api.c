@@ -6,7 +6,8 @@
  * out again at once; realloc, memalign and sized delete of the right size
  * never trip a check; a block of new[] is one free, realloc and
  * malloc_usable_size accept (only operator delete refuses it), and a
- * realloc in place keeps it one. */
+ * realloc in place keeps it one; ts_heap_check() reads the encoded free
+ * lists and finds nothing wrong. */
 #include "check.h"
 
 #include <malloc.h>
@@ -138,6 +139,22 @@ static void array_blocks(void) {
     }
 }
 
+/* Pages with blocks on their free lists, whose links are encoded: the
+ * check decodes them (it took an encoded link for a pointer off the page). */
+static void heap_check_reads_links(void) {
+    void (*check)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "ts_heap_check");
+    CHECK(check != NULL);
+    enum { N = 600 };
+    static void *b[N];
+    for (int i = 0; i < N; i++) CHECK((b[i] = malloc(16 + (size_t)(i % 6) * 400)));
+    for (int i = 0; i < N; i += 2) free(b[i]);
+    for (int i = 0; i < N; i += 4) CHECK((b[i] = malloc(16 + (size_t)(i % 6) * 400)));
+    check();
+    for (int i = 0; i < N; i++)
+        if (i % 4 == 0 || i % 2 == 1) free(b[i]);
+    check();
+}
+
 int main(void) {
     ts_require_preloaded();
     zero_size();
@@ -147,6 +164,7 @@ int main(void) {
     aligned_and_calloc();
     sized_delete();
     array_blocks();
+    heap_check_reads_links();
     printf("secure_api: ok\n");
     return 0;
 }

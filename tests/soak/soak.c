@@ -18,6 +18,7 @@
  * by more than TREND_TOLERANCE, plus TREND_SLACK for the large blocks.
  *
  * usage: soak <seconds> <csv file> [notrend]
+ *        soak --check <csv file>   (the trend check alone, over a CSV)
  * Writes one CSV line a second: seconds, rss_kib, arena, mmapped, in_use,
  * live_bytes (the bytes the table holds), threads started, forks. */
 #include <errno.h>
@@ -166,8 +167,43 @@ static int trend_ok(const char *what, double middle, double last) {
     return 0;
 }
 
+/* The trend over n samples. The first third fills the table: only the
+ * later two are stationary. */
+static int trend_check(const sample_t *s, int n) {
+    CHECK_MSG(n >= 9, "%d samples: too few for a trend (run 10 s or more)", n);
+    int third = n / 3;
+    const sample_t *middle = s + third, *last = s + n - third;
+    int ok = trend_ok("RSS", mean(middle, third, 0), mean(last, third, 0));
+    ok &= trend_ok("committed", mean(middle, third, 1), mean(last, third, 1));
+    return ok;
+}
+
+/* soak --check: the trend check over a CSV that a run wrote (or a made-up
+ * one: tests/soak/soak_check.sh), without running the load. */
+static int check_csv(const char *path) {
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "%s: %s", path, strerror(errno));
+    char line[512];
+    CHECK_MSG(fgets(line, sizeof line, f) != NULL, "%s: empty", path); /* the header */
+    int n = 0;
+    while (n < MAX_SAMPLES && fgets(line, sizeof line, f)) {
+        double t;
+        long rss;
+        size_t arena, mmapped;
+        CHECK_MSG(sscanf(line, "%lf,%ld,%zu,%zu", &t, &rss, &arena, &mmapped) == 4,
+                  "%s: line %d: %s", path, n + 2, line);
+        samples[n].rss = (double)rss * 1024;
+        samples[n].committed = (double)(arena + mmapped);
+        n++;
+    }
+    fclose(f);
+    printf("soak: %s: %d samples\n", path, n);
+    return trend_check(samples, n);
+}
+
 int main(int argc, char **argv) {
     CHECK(argc >= 3);
+    if (strcmp(argv[1], "--check") == 0) return check_csv(argv[2]) ? 0 : 1;
     ts_require_preloaded();
     double seconds = atof(argv[1]);
     int notrend = argc > 3 && strcmp(argv[3], "notrend") == 0;
@@ -213,11 +249,5 @@ int main(int argc, char **argv) {
            atomic_load(&forks_done));
 
     if (notrend) return 0;
-    /* The first third fills the table: only the later two are stationary. */
-    CHECK_MSG(n >= 9, "%d samples: too few for a trend (run 10 s or more)", n);
-    int third = n / 3;
-    const sample_t *middle = samples + third, *last = samples + n - third;
-    int ok = trend_ok("RSS", mean(middle, third, 0), mean(last, third, 0));
-    ok &= trend_ok("committed", mean(middle, third, 1), mean(last, third, 1));
-    return ok ? 0 : 1;
+    return trend_check(samples, n) ? 0 : 1;
 }

@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -261,6 +262,23 @@ static inline const char *ts_expected_design(void) {
 
 /* Fails the test when it is meant to run on a tsalloc design but malloc is
  * not ours (a broken LD_PRELOAD would otherwise test glibc and pass). */
+/* Whether a sanitizer's runtime (gcc's libubsan or libasan) is in the
+ * process, as in a build with -fsanitize=undefined (docs/testing.md): it
+ * brings libstdc++ and allocates at start-up, which a test of a process
+ * without C++ or of a fresh heap cannot tell from its own doing. */
+static inline int ts_sanitizer_phdr(struct dl_phdr_info *info, size_t size, void *found) {
+    (void)size;
+    if (info->dlpi_name &&
+        (strstr(info->dlpi_name, "libubsan") || strstr(info->dlpi_name, "libasan")))
+        *(int *)found = 1;
+    return 0;
+}
+static inline int ts_sanitizer_loaded(void) {
+    int found = 0;
+    dl_iterate_phdr(ts_sanitizer_phdr, &found);
+    return found;
+}
+
 static inline void ts_require_preloaded(void) {
     if (!ts_expected_design()) return;
     void *own = dlsym(RTLD_DEFAULT, "ts_os_test_fail");

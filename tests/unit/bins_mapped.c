@@ -170,7 +170,7 @@ static void test_os_failure(void) {
     void *held[64];
     int n = 0;
     errno = 0;
-    while (n < 64 && (held[n] = malloc(MiB)) != NULL) n++;
+    while (n < 64 && (held[n] = malloc(MiB)) != NULL) n++; /* 64 only ends the loop: 1 fits */
     CHECK_MSG(n < 64 && errno == ENOMEM, "%d MiB blocks without the OS, errno %d", n, errno);
     pthread_barrier_wait(&fail_on);
     pthread_barrier_wait(&fail_seen); /* the thread saw its NULL */

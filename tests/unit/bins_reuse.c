@@ -73,6 +73,8 @@ static void test_steady_state(void) {
         CHECK((slot[i] = malloc(size[i])));
         ts_fill(slot[i], size[i], (uint64_t)i);
     }
+    /* Exact: steady state maps nothing (measured: 4 chunks at r = ROUNDS / 4
+     * and at the end). */
     CHECK_MSG(_ts_bins_chunk_count() <= warm, "chunks grew from %zu to %zu in steady state", warm,
               _ts_bins_chunk_count());
     static ts_range_t ranges[SLOTS];
@@ -95,7 +97,8 @@ static void test_give_back(void) {
     CHECK(_ts_bins_chunk_count() > before);
     for (int i = 0; i < N; i++) free(blocks[i]);
     /* At most 4 empty chunks are kept before trim (TSALLOC_BINS_KEEP_CHUNKS),
-     * plus those holding the (empty) span each of the 5 bins used serves... */
+     * plus those holding the (empty) span each of the 5 bins used serves:
+     * exact, 9 (measured: 5)... */
     CHECK_MSG(_ts_bins_chunk_count() <= before + 4 + 5, "%zu chunks left, %zu before",
               _ts_bins_chunk_count(), before);
     /* ...and none after. */

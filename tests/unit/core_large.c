@@ -140,6 +140,9 @@ static void test_no_fault_storm(void) {
     }
     long faults = minor_faults() - f0;
     long one_pass = (long)((25 * MB) / 4096);
+    /* Measured: 5,376 faults (0.84 of one pass) and 60 cache hits. 3 passes
+     * is 3.6x that; without the cache each block faults in whole, 60
+     * blocks of 14 MB on average: 32 passes. */
     CHECK_MSG(faults < 3 * one_pass, "%ld page faults for 60 blocks (one 25 MB pass: %ld)", faults,
               one_pass);
     CHECK(atomic_load(&_ts_stats.large_cache_hits) >= hits + 50);

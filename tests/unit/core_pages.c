@@ -111,6 +111,9 @@ static void *retire(void *arg) {
     CHECK_MSG(pages_in_use() >= before + 12, "pages %zu -> %zu", before, pages_in_use());
     for (int i = 0; i < N; i++) free(p[i]);
     free(p);
+    /* A head page may stay for each of the two classes used (the blocks'
+     * and the pointer array's): exact, 2 (2 measured). The 12 pages kept
+     * give 12. */
     CHECK_MSG(pages_in_use() <= before + 2, "pages after frees: %zu -> %zu", before,
               pages_in_use());
     return NULL;
@@ -243,7 +246,9 @@ static void *full_then_back(void *arg) {
         more[i] = malloc(1000);
         if (page_of(more[i]) == full_page) back++;
     }
-    CHECK_MSG(back >= 60, "only %d blocks came from the page that was full", back);
+    /* 63 of the page's 64 blocks came back (measured): 30 is under half
+     * that; a page left in the full list gives 0 and a new page (bound 1). */
+    CHECK_MSG(back >= 30, "only %d blocks came from the page that was full", back);
     CHECK_MSG(pages_in_use() <= pages + 1, "pages grew: %zu -> %zu", pages, pages_in_use());
     for (int i = 0; i < 130; i++) free(more[i]);
     free(blocks[nblocks - 1]);
@@ -297,6 +302,8 @@ static void *colours(void *arg) {
         CHECK(page->start + (size_t)page->reserved * size <= page->base + page->area);
         per_set[(page->start >> 6) & 63]++; /* block 0's set in a 32 KiB 8-way L1 */
     }
+    /* 16 blocks over 64 sets: 2 a set allows a collision; no colouring
+     * puts all 16 in one set. */
     for (int set = 0; set < 64; set++)
         CHECK_MSG(per_set[set] <= 2, "%u first blocks in cache set %d", per_set[set], set);
     /* 16 pages of one class in a row: their blocks 0 spread out too. */
@@ -316,6 +323,7 @@ static void *colours(void *arg) {
             seen |= (uint64_t)1 << line;
         }
     }
+    /* 16 offsets for 16 pages (measured): 8 is half; no colouring gives 1. */
     CHECK_MSG(offsets_seen >= 8, "16 pages, %zu block-0 offsets", offsets_seen);
     for (size_t i = 0; i < n; i++) free(run_of[i]);
     for (int i = 0; i < CLASSES; i++) free(first[i]);

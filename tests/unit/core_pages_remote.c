@@ -70,7 +70,9 @@ static void *free_cycled(void *arg) {
     const ts_heap_t *heap = _ts_tls_heap;
     size_t held = check_batches(heap);
     CHECK_EQ(heap->remote_frees + held, CYCLE_BLOCKS);
-    CHECK_MSG(heap->remote_pushes * 16 <= CYCLE_BLOCKS, "%lu blocks took %lu pushes",
+    /* 1,976 pushes for 61,440 blocks, 31 a push (measured); 12 a push allows
+     * 2.6x that and still fails the 4 of one slot per page index. */
+    CHECK_MSG(heap->remote_pushes * 12 <= CYCLE_BLOCKS, "%lu blocks took %lu pushes",
               (unsigned long)heap->remote_frees, (unsigned long)heap->remote_pushes);
     return NULL;
 }
@@ -115,7 +117,9 @@ static void *free_twins(void *arg) {
     }
     const ts_heap_t *heap = _ts_tls_heap;
     CHECK_EQ(heap->remote_frees + check_batches(heap), TWIN_BLOCKS);
-    CHECK_MSG(heap->remote_pushes * 24 <= TWIN_BLOCKS, "%lu blocks took %lu pushes",
+    /* 1,569 pushes for 50,000 blocks, 32 a push (measured); 12 a push
+     * allows 2.7x that and still fails the streams taking turns (1). */
+    CHECK_MSG(heap->remote_pushes * 12 <= TWIN_BLOCKS, "%lu blocks took %lu pushes",
               (unsigned long)heap->remote_frees, (unsigned long)heap->remote_pushes);
     return NULL;
 }

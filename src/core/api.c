@@ -137,15 +137,8 @@ void _ts_core_atfork_child(void) {
 /* ---- the prefixed API --------------------------------------------------------------- */
 
 /* The heap profiler samples the prefixed functions as it does the shim's. */
-#ifdef TS_DESIGN_PROF
-#define TS_API_PROF(fn, ...)                                                                       \
-    if (TS_PROF_ON()) return fn(__VA_ARGS__, __builtin_return_address(0))
-#else
-#define TS_API_PROF(fn, ...) (void)0
-#endif
-
 TS_EXPORT void *ts_malloc(size_t size) {
-    TS_API_PROF(_ts_prof_malloc, size);
+    TS_PROF_DIVERT(_ts_prof_malloc, size);
     return _TS_D(malloc)(size);
 }
 
@@ -154,17 +147,17 @@ TS_EXPORT void ts_free(void *ptr) {
 }
 
 TS_EXPORT void *ts_calloc(size_t count, size_t size) {
-    TS_API_PROF(_ts_prof_calloc, count, size);
+    TS_PROF_DIVERT(_ts_prof_calloc, count, size);
     return ts_family_calloc(count, size);
 }
 
 TS_EXPORT void *ts_realloc(void *ptr, size_t size) {
-    TS_API_PROF(_ts_prof_realloc, ptr, size);
+    TS_PROF_DIVERT(_ts_prof_realloc, ptr, size);
     return ts_family_realloc(ptr, size);
 }
 
 TS_EXPORT void *ts_aligned_alloc(size_t align, size_t size) {
-    TS_API_PROF(_ts_prof_aligned_alloc, align, size);
+    TS_PROF_DIVERT(_ts_prof_aligned_alloc, align, size);
     return ts_family_aligned_alloc(align, size);
 }
 

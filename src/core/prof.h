@@ -41,6 +41,16 @@ TS_HIDDEN bool _ts_prof_free(void *p);
 
 #define TS_PROF_ON() __builtin_expect(_ts_prof_on != 0, 0)
 
+/* An allocating entry of libtsalloc (the shim's and the prefixed API's)
+ * hands its call, with the address it returns to, to the profiler's twin
+ * while the profiler runs; other designs build without it. */
+#ifdef TS_DESIGN_PROF
+#define TS_PROF_DIVERT(fn, ...)                                                                    \
+    if (TS_PROF_ON()) return fn(__VA_ARGS__, __builtin_return_address(0))
+#else
+#define TS_PROF_DIVERT(fn, ...) (void)0
+#endif
+
 #ifdef __cplusplus
 }
 #endif

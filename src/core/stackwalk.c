@@ -87,8 +87,7 @@ typedef struct walk_cache {
 static walk_cache_t cache[CACHE_SLOTS];
 
 static walk_cache_t *cache_entry(void *ra, uintptr_t off0) {
-    uint64_t h = ((uint64_t)(uintptr_t)ra ^ off0 * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-    return &cache[h >> 56];
+    return &cache[ts_mix64((uint64_t)(uintptr_t)ra ^ (uint64_t)off0 << 32) % CACHE_SLOTS];
 }
 
 /* Under the lock. Reads only between the innermost slot and the top: the

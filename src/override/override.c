@@ -43,16 +43,9 @@
 #define TS_DESIGN_FREE_INLINE TS_FAMILY_FN(free)
 #endif
 
-/* The heap profiler of the fast allocator (TS_DESIGN_PROF, core/prof.h):
- * while it runs, each allocating entry hands its call, with the address it
- * returns to, to the profiler's twin; free needs no hook. */
-#ifdef TS_DESIGN_PROF
+/* The heap profiler of the fast allocator (TS_PROF_DIVERT, core/prof.h):
+ * each allocating entry diverts to it while it runs; free needs no hook. */
 #include "core/prof.h"
-#define TS_PROF_HOOK(fn, ...)                                                                      \
-    if (TS_PROF_ON()) return fn(__VA_ARGS__, __builtin_return_address(0))
-#else
-#define TS_PROF_HOOK(fn, ...) (void)0
-#endif
 
 /* Walks of the design's free memory, which memcheck must not report. */
 static int design_trim(size_t pad) {
@@ -89,7 +82,7 @@ TS_MALLOC_EXTRAS(TS_SHIM_EXPORT)
 #define TS_LINE_ALIGNED __attribute__((aligned(64)))
 
 TS_LINE_ALIGNED void *malloc(size_t size) {
-    TS_PROF_HOOK(_ts_prof_malloc, size);
+    TS_PROF_DIVERT(_ts_prof_malloc, size);
     return TS_DESIGN_MALLOC_INLINE(size);
 }
 
@@ -98,12 +91,12 @@ TS_LINE_ALIGNED void free(void *ptr) {
 }
 
 void *calloc(size_t count, size_t size) {
-    TS_PROF_HOOK(_ts_prof_calloc, count, size);
+    TS_PROF_DIVERT(_ts_prof_calloc, count, size);
     return ts_family_calloc(count, size);
 }
 
 void *realloc(void *ptr, size_t size) {
-    TS_PROF_HOOK(_ts_prof_realloc, ptr, size);
+    TS_PROF_DIVERT(_ts_prof_realloc, ptr, size);
     return ts_family_realloc(ptr, size);
 }
 
@@ -117,22 +110,22 @@ void *reallocarray(void *ptr, size_t count, size_t size) {
 }
 
 void *memalign(size_t align, size_t size) {
-    TS_PROF_HOOK(_ts_prof_memalign, align, size);
+    TS_PROF_DIVERT(_ts_prof_memalign, align, size);
     return ts_family_memalign(align, size);
 }
 
 void *aligned_alloc(size_t align, size_t size) {
-    TS_PROF_HOOK(_ts_prof_aligned_alloc, align, size);
+    TS_PROF_DIVERT(_ts_prof_aligned_alloc, align, size);
     return ts_family_aligned_alloc(align, size);
 }
 
 int posix_memalign(void **out, size_t align, size_t size) {
-    TS_PROF_HOOK(_ts_prof_posix_memalign, out, align, size);
+    TS_PROF_DIVERT(_ts_prof_posix_memalign, out, align, size);
     return ts_family_posix_memalign(out, align, size);
 }
 
 void *valloc(size_t size) {
-    TS_PROF_HOOK(_ts_prof_memalign, _ts_os_page_size(), size);
+    TS_PROF_DIVERT(_ts_prof_memalign, _ts_os_page_size(), size);
     return ts_family_memalign(_ts_os_page_size(), size);
 }
 
@@ -143,7 +136,7 @@ void *pvalloc(size_t size) {
         return NULL;
     }
     size_t rounded = ts_align_up(size, page);
-    TS_PROF_HOOK(_ts_prof_memalign, page, rounded ? rounded : page);
+    TS_PROF_DIVERT(_ts_prof_memalign, page, rounded ? rounded : page);
     return ts_family_memalign(page, rounded ? rounded : page);
 }
 

@@ -8,6 +8,8 @@
 #   make deb      build, then a Debian package of the same in build/package/
 #   make fuzz     libFuzzer targets of each design (clang) [FUZZ_DESIGN=tsalloc|bins|...]
 #                 [FUZZ_SECONDS=60 a design]; prints edges reached per file of src/
+#   make fuzz-corpus  adds the inputs of those runs that reach new edges to
+#                 tests/fuzz/corpus (which make test replays) [FUZZ_DESIGN=...]
 #   make soak     a long multi-threaded load on each design [SOAK_MINUTES=2 a design]
 #   make secure-report  heap-attack probes under glibc, the peers, Scudo [SCUDO=path],
 #                 mimalloc's secure build [MIMALLOC_SECURE=path],
@@ -21,7 +23,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 VENV      ?= .venv
 BENCH_ARGS ?=
 
-.PHONY: all build test bench install deb clean format venv fuzz soak secure-report debug debug-test
+.PHONY: all build test bench install deb clean format venv fuzz fuzz-corpus soak secure-report debug debug-test
 
 all: build
 
@@ -58,6 +60,11 @@ fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release \
 	      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTSALLOC_FUZZ=ON
 	tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) "$(FUZZ_DESIGN)" $(FUZZ_SECONDS) $(JOBS)
+
+# Inputs of earlier make fuzz runs that reach new edges join tests/fuzz/corpus.
+fuzz-corpus:
+	@test -f $(FUZZ_BUILD)/fuzz-designs.txt || { echo "make fuzz-corpus needs a make fuzz run first"; exit 1; }
+	tests/fuzz/grow_corpus.sh $(FUZZ_BUILD) "$(FUZZ_DESIGN)" $(JOBS)
 
 SOAK_MINUTES ?= 2
 soak: build

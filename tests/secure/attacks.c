@@ -422,8 +422,9 @@ static int check(const char *build) {
                  * crash or spin later on what it corrupted: no message of
                  * ours, but for an assertion of the checked build) */
                 ok = o == EXITED ||
-                     (!secure && (o == FAULTED || o == HUNG ||
-                                  (o == ABORTED && strstr(err, "tsalloc: assertion failed: ") == err)));
+                     (!secure &&
+                      (o == FAULTED || o == HUNG ||
+                       (o == ABORTED && strstr(err, "tsalloc: assertion failed: ") == err)));
             } else if (!strcmp(want, "NULL")) {
                 ok = o == ABORTED && sig == 0;
             } else if (!secure) {

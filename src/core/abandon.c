@@ -48,15 +48,32 @@ void _ts_segment_abandon(ts_segment_t *seg) {
     _ts_abandoned_note_free();
 }
 
-ts_segment_t *_ts_abandoned_pop(void) {
+/* A big page is a whole segment of one class: a heap that needs one for
+ * class C gains nothing now from adopting another class's page, and would
+ * hoard it from the threads that need it (exchange's 64 KiB - 1 MiB
+ * objects took 17 adoptions a thread that way). So a big request adopts
+ * only a big segment of its own class, among the ABANDONED_SCAN newest. */
+#define ABANDONED_SCAN 64
+
+/* cls < 0: the newest abandoned segment; else the newest big one whose page
+ * is of class cls (NULL if none among the first ABANDONED_SCAN). */
+ts_segment_t *_ts_abandoned_pop(int cls) {
     if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return NULL;
     pthread_mutex_lock(&abandoned_lock);
     ts_segment_t *seg = abandoned_list;
+    if (cls >= 0) { /* listed segments change only once taken off: read under the lock */
+        unsigned n = 0;
+        while (seg &&
+               (seg->kind != TS_KIND_BIG || seg->pages[seg->first_page].cls != (unsigned)cls))
+            seg = ++n < ABANDONED_SCAN ? seg->next : NULL;
+    }
     if (seg) {
-        ts_assert(!seg->prev && !atomic_load_explicit(&seg->owner, memory_order_relaxed));
-        abandoned_list = seg->next;
-        if (abandoned_list) abandoned_list->prev = NULL;
-        seg->next = NULL;
+        if (seg->prev)
+            seg->prev->next = seg->next;
+        else
+            abandoned_list = seg->next;
+        if (seg->next) seg->next->prev = seg->prev;
+        seg->next = seg->prev = NULL;
         atomic_fetch_sub(&abandoned_count, 1);
         atomic_fetch_sub(&_ts_stats.segments_abandoned, 1);
     }

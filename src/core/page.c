@@ -491,7 +491,7 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
         queue_push_front(heap, page);
         return page;
     }
-    page = _ts_segment_page_alloc(heap, kind, may_adopt, adopted);
+    page = _ts_segment_page_alloc(heap, kind, cls, may_adopt, adopted);
     ts_page_t *lingering = page || *adopted ? NULL : linger_empty(heap);
     if (lingering) page_cache(heap, lingering);     /* out of memory: kept like the others */
     if (!page && !*adopted && heap->empty_big[0]) { /* out of memory (not an adoption) */
@@ -499,7 +499,7 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
             page = empty_big_take(heap, 0); /* re-make a kept page after all */
         } else { /* their segments go free: one may be laid out for this kind */
             _ts_page_uncache(heap);
-            page = _ts_segment_page_alloc(heap, kind, false, adopted);
+            page = _ts_segment_page_alloc(heap, kind, cls, false, adopted);
         }
     }
     if (!page) return NULL;

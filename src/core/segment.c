@@ -283,7 +283,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     return page;
 }
 
-ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_adopt,
+ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, unsigned cls, bool may_adopt,
                                   bool *adopted) {
     *adopted = false;
     for (;;) {
@@ -295,7 +295,8 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, bool may_a
         }
         /* Not ts_heap_new's heaps: an adopted page may have blocks in another
          * thread's remote batch, which ts_heap_destroy would not wait for. */
-        if (may_adopt && !heap->user && (seg = _ts_abandoned_pop()) != NULL) {
+        int want = kind == TS_KIND_BIG ? (int)cls : -1;
+        if (may_adopt && !heap->user && (seg = _ts_abandoned_pop(want)) != NULL) {
             _ts_heap_adopt(heap, seg);
             *adopted = true;
             return NULL; /* the caller looks at its queues again */

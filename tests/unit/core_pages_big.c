@@ -243,27 +243,68 @@ static void *behind(void *arg) {
     return NULL;
 }
 
-/* A big request that adopts a dead thread's segment on its way (which only
- * means "look again") leaves the kept big pages alone. */
-static void *leave_block(void *arg) {
-    *(void **)arg = malloc(100); /* live at exit: the segment is abandoned */
+/* A thread that leaves big blocks live at exit, so that its segment is
+ * abandoned: one, or (full) every block of its first page. */
+typedef struct left_big {
+    size_t size;
+    int full, n;
+    void *p[64];
+} left_big_t;
+static void *leave_big(void *arg) {
+    left_big_t *l = arg;
+    do {
+        CHECK((l->p[l->n++] = malloc(l->size)) != NULL);
+    } while (l->full && l->n < 64 && page_of(l->p[l->n - 1])->used < page_of(l->p[0])->reserved);
+    CHECK(page_of(l->p[l->n - 1]) == page_of(l->p[0]));
     return NULL;
 }
+static void free_left(left_big_t *l) {
+    for (int i = 0; i < l->n; i++) free(l->p[i]);
+}
+/* A big request that adopts a dead thread's segment on its way, its own
+ * class's page but full (which only means "look again"), leaves the kept
+ * big pages alone. */
 static void *adopt_keeps(void *arg) {
     (void)arg;
     trimmed_heap();
     ts_page_t *kept = keep_big(70000);
     size_t adopted = atomic_load(&_ts_stats.adopted);
-    void *left = NULL;
+    left_big_t left = {200000, 1, 0, {0}};
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, leave_block, &left) == 0);
+    CHECK(pthread_create(&t, NULL, leave_big, &left) == 0);
     CHECK(pthread_join(t, NULL) == 0);
     void *p = malloc(200000);
-    CHECK(p != NULL && left != NULL);
+    CHECK(p != NULL && page_of(p) != page_of(left.p[0]));
     CHECK_MSG(atomic_load(&_ts_stats.adopted) > adopted, "no segment was adopted: no test");
     CHECK_MSG(big_kept(kept) && page_of(p) != kept, "an adoption re-made a kept big page");
     free(p);
-    free(left);
+    free_left(&left);
+    malloc_trim(0);
+    return NULL;
+}
+
+/* A big request adopts only a dead thread's segment whose big page is of
+ * its own class: another class's page would only be hoarded. (Adopting any
+ * segment, the thread that leaves `mine` adopts the segment of `other`,
+ * which the request then takes first.) */
+static void *adopt_own_class(void *arg) {
+    (void)arg;
+    trimmed_heap();
+    left_big_t mine = {200000, 0, 0, {0}}, other = {400000, 0, 0, {0}}; /* two big classes */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, leave_big, &other) == 0 && pthread_join(t, NULL) == 0);
+    CHECK(pthread_create(&t, NULL, leave_big, &mine) == 0 && pthread_join(t, NULL) == 0);
+    CHECK(page_of(mine.p[0])->cls != page_of(other.p[0])->cls);
+    size_t adopted = atomic_load(&_ts_stats.adopted);
+    void *p = malloc(200000);
+    CHECK(p != NULL);
+    size_t took = atomic_load(&_ts_stats.adopted) - adopted;
+    CHECK_MSG(took == 1 && page_of(p) == page_of(mine.p[0]),
+              "a 200000-byte request adopted %zu segments, and %s the page of its class", took,
+              page_of(p) == page_of(mine.p[0]) ? "got" : "did not get");
+    free(p);
+    free_left(&mine);
+    free_left(&other);
     malloc_trim(0);
     return NULL;
 }
@@ -315,6 +356,7 @@ int main(void) {
     run(relayout_dense);
     run(big_slots);
     run(adopt_keeps);
+    run(adopt_own_class);
     run(two_whole);
     run(loop_counts);
     run(linger_in_use);

@@ -48,25 +48,21 @@ void _ts_segment_abandon(ts_segment_t *seg) {
     _ts_abandoned_note_free();
 }
 
-/* A big page is a whole segment of one class: a heap that needs one for
- * class C gains nothing now from adopting another class's page, and would
- * hoard it from the threads that need it (exchange's 64 KiB - 1 MiB
- * objects took 17 adoptions a thread that way). So a big request adopts
- * only a big segment of its own class, among the ABANDONED_SCAN newest. */
+/* A heap adopts a segment to get a page of the kind it needs: a segment of
+ * another kind serves nothing now and would be kept from the threads that
+ * need it, and so would a big page (a whole segment of one class) of
+ * another class (exchange's 64 KiB - 1 MiB objects took 17 adoptions a
+ * thread that way). So a heap adopts only a segment of its kind, and for a
+ * big page of its class, among the ABANDONED_SCAN newest. */
 #define ABANDONED_SCAN 64
 
-/* cls < 0: the newest abandoned segment; else the newest big one whose page
- * is of class cls (NULL if none among the first ABANDONED_SCAN). */
-ts_segment_t *_ts_abandoned_pop(int cls) {
+ts_segment_t *_ts_abandoned_pop(enum ts_kind kind, unsigned cls) {
     if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return NULL;
     pthread_mutex_lock(&abandoned_lock);
-    ts_segment_t *seg = abandoned_list;
-    if (cls >= 0) { /* listed segments change only once taken off: read under the lock */
-        unsigned n = 0;
-        while (seg &&
-               (seg->kind != TS_KIND_BIG || seg->pages[seg->first_page].cls != (unsigned)cls))
-            seg = ++n < ABANDONED_SCAN ? seg->next : NULL;
-    }
+    /* Listed segments change only once taken off: read under the lock. */
+    ts_segment_t *seg = NULL, *s = abandoned_list;
+    for (unsigned n = 0; s && n < ABANDONED_SCAN && !seg; s = s->next, n++)
+        if (s->kind == kind && (kind != TS_KIND_BIG || s->pages[s->first_page].cls == cls)) seg = s;
     if (seg) {
         if (seg->prev)
             seg->prev->next = seg->next;

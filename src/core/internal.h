@@ -319,8 +319,9 @@ TS_HIDDEN void _ts_registry_atfork_child(void);
 
 /* ---- segment.c ----------------------------------------------------------- */
 
-/* A free page of `kind` for class cls (a big request adopts only its own
- * class's pages); NULL with *adopted set: look at the queues again. */
+/* A free page of `kind` for class cls; NULL with *adopted set: a segment
+ * of the kind (for a big page, of the class) was adopted, look at the
+ * queues again. */
 TS_HIDDEN ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, unsigned cls,
                                             bool may_adopt, bool *adopted);
 TS_HIDDEN void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page);
@@ -367,7 +368,9 @@ TS_INLINE void ts_segment_dirty_due(ts_segment_t *seg, uint64_t bits, uint64_t a
 
 TS_HIDDEN void _ts_segment_abandon(ts_segment_t *seg);
 TS_HIDDEN uint64_t _ts_abandoned_reclaim(uint64_t now, bool force);
-TS_HIDDEN ts_segment_t *_ts_abandoned_pop(int cls);
+/* The newest abandoned segment of `kind` (for a big one, whose page is of
+ * class cls), taken off the list; NULL if none among the newest. */
+TS_HIDDEN ts_segment_t *_ts_abandoned_pop(enum ts_kind kind, unsigned cls);
 TS_HIDDEN void _ts_heap_adopt(ts_heap_t *heap, ts_segment_t *seg);
 TS_HIDDEN void _ts_abandoned_note_free(void);
 TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);

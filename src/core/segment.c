@@ -295,8 +295,7 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, unsigned c
         }
         /* Not ts_heap_new's heaps: an adopted page may have blocks in another
          * thread's remote batch, which ts_heap_destroy would not wait for. */
-        int want = kind == TS_KIND_BIG ? (int)cls : -1;
-        if (may_adopt && !heap->user && (seg = _ts_abandoned_pop(want)) != NULL) {
+        if (may_adopt && !heap->user && (seg = _ts_abandoned_pop(kind, cls)) != NULL) {
             _ts_heap_adopt(heap, seg);
             *adopted = true;
             return NULL; /* the caller looks at its queues again */

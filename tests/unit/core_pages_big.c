@@ -283,10 +283,10 @@ static void *adopt_keeps(void *arg) {
     return NULL;
 }
 
-/* A big request adopts only a dead thread's segment whose big page is of
- * its own class: another class's page would only be hoarded. (Adopting any
- * segment, the thread that leaves `mine` adopts the segment of `other`,
- * which the request then takes first.) */
+/* A heap adopts only a dead thread's segment of the kind it needs, and for
+ * a big page of its class: another page would only be hoarded. (Adopting
+ * any segment, the thread that leaves `mine` adopts the segment of `other`,
+ * which the big request then takes first.) */
 static void *adopt_own_class(void *arg) {
     (void)arg;
     trimmed_heap();
@@ -305,6 +305,14 @@ static void *adopt_own_class(void *arg) {
     free(p);
     free_left(&mine);
     free_left(&other);
+    /* A dead thread's big page left, a medium page wanted: not that one. */
+    left_big_t big = {400000, 0, 0, {0}};
+    CHECK(pthread_create(&t, NULL, leave_big, &big) == 0 && pthread_join(t, NULL) == 0);
+    ts_segment_t *seg = _ts_abandoned_pop(TS_KIND_MEDIUM, 0);
+    CHECK_MSG(!seg || seg->kind == TS_KIND_MEDIUM, "a heap that wanted a medium page adopted a %s",
+              seg->kind == TS_KIND_BIG ? "big page" : "small segment");
+    if (seg) _ts_heap_adopt(_ts_tls_heap, seg);
+    free_left(&big);
     malloc_trim(0);
     return NULL;
 }

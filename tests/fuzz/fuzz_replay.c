@@ -3,7 +3,9 @@
  * compiler: every input of tests/fuzz/corpus (each crash ever found is kept
  * there) runs in make test, and then pseudo-random programs.
  *
- * usage: fuzz_replay_<design> [file|directory]... [--random N SEED] */
+ * With --max-footprint-mb, the design's memory from the OS after each random
+ * program (all its blocks free again) must stay within the bound.
+ * usage: fuzz_replay_<design> [file|directory]... [--random N SEED] [--max-footprint-mb M] */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,11 +55,14 @@ static void replay_dir(const char *dir) {
 int main(int argc, char **argv) {
     long programs = 0;
     uint64_t rng = 1;
+    size_t max_footprint = 0, high = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--random") == 0 && i + 2 < argc) {
             programs = atol(argv[i + 1]);
             rng = strtoull(argv[i + 2], NULL, 0);
             i += 2;
+        } else if (strcmp(argv[i], "--max-footprint-mb") == 0 && i + 1 < argc) {
+            max_footprint = (size_t)atol(argv[++i]) << 20;
         } else {
             replay_dir(argv[i]);
         }
@@ -72,8 +77,16 @@ int main(int argc, char **argv) {
         }
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         fz_differential(&fz_design, &fz_libc, buf, len);
+        size_t now = fz_design.footprint(); /* every block is free again */
+        if (now > high) high = now;
+        if (max_footprint && now > max_footprint) {
+            fprintf(stderr, "fuzz_replay[%s]: %zu bytes from the OS after %ld programs, over %zu\n",
+                    fz_design.name, now, p + 1, max_footprint);
+            return 1;
+        }
     }
-    printf("fuzz_replay[%s]: ok (%ld corpus inputs, %ld random programs)\n", fz_design.name, files,
-           programs);
+    printf("fuzz_replay[%s]: ok (%ld corpus inputs, %ld random programs, at most %zu bytes from "
+           "the OS after one)\n",
+           fz_design.name, files, programs, high);
     return files == 0 && programs == 0;
 }

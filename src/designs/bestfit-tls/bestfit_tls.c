@@ -15,6 +15,9 @@
  *   FIT_SHARED_MIN bytes or more freed by a thread other than its owner:
  *   otherwise small requests of the freeing thread carve it, and large
  *   requests of every thread grow the data segment.
+ * - A thread about to grow its heap that has freed FIT_SPILL_MIN bytes of
+ *   other live threads' blocks since its last spill hands its free blocks to
+ *   the orphan heap first (spill), where they coalesce with their neighbours.
  * - Heaps grow with sbrk (mmap when the break cannot grow) under grow_lock,
  *   which also guards the segment table that validates pointers (read
  *   lock-free).
@@ -60,7 +63,8 @@ typedef struct ts_fit_thread {
     ts_fit_heap_t heap;
     struct ts_fit_thread *prev, *next; /* registry links, under registry_lock */
     int state;
-    unsigned id; /* owner id of the blocks this thread allocates; 0 once dead */
+    unsigned id;          /* owner id of the blocks this thread allocates; 0 once dead */
+    size_t foreign_bytes; /* freed into heap since its last spill: other live threads' */
 } ts_fit_thread_t;
 
 static TS_TLS ts_fit_thread_t self;
@@ -206,14 +210,44 @@ static inline ts_fit_heap_t *enter_for(const ts_fit_block_t *b) {
     return &orphans;
 }
 
+/* Blocks of other live threads that a thread frees stay in its heap (the
+ * seed design), among the free blocks their neighbours left in the orphan
+ * heap or in other heaps, and no heap can coalesce them: a long-lived thread
+ * that frees blocks of short-lived ones while they live splits the free
+ * space for good, and large requests grow the data segment (the fuzzing
+ * harness's main thread: about 3 MB a program, without bound). So a thread
+ * about to grow the data segment with at least FIT_SPILL_MIN of such bytes
+ * freed since its last spill hands its whole heap to the orphans first, as
+ * an exiting thread does, where they coalesce. A thread that frees only its
+ * own blocks never spills. */
+#define FIT_SPILL_MIN ((size_t)128 << 10)
+
+static void spill(ts_fit_heap_t *h) {
+    pthread_mutex_lock(&orphan_lock);
+    ts_fit_free_t *f;
+    while ((f = fit_pop(h)) != NULL) maybe_trim(&orphans, fit_put(&orphans, f));
+    pthread_mutex_unlock(&orphan_lock);
+    self.foreign_bytes = 0;
+}
+
+static ts_fit_block_t *take_orphan(size_t need, bool *clean) {
+    if (FIT_LOAD(orphans.free_bytes) < need) return NULL;
+    pthread_mutex_lock(&orphan_lock);
+    ts_fit_block_t *b = fit_take(&orphans, &config, need, 0, clean);
+    pthread_mutex_unlock(&orphan_lock);
+    return b;
+}
+
 /* Own heap missed: the orphans' best fit (owner 0: it goes back to them when
- * freed), else new memory for h. */
+ * freed), again after a spill, else new memory for h. */
 static TS_NOINLINE ts_fit_block_t *take_slow(ts_fit_heap_t *h, size_t need, bool *clean) {
-    if (h != &orphans && FIT_LOAD(orphans.free_bytes) >= need) {
-        pthread_mutex_lock(&orphan_lock);
-        ts_fit_block_t *b = fit_take(&orphans, &config, need, 0, clean);
-        pthread_mutex_unlock(&orphan_lock);
+    if (h != &orphans) {
+        ts_fit_block_t *b = take_orphan(need, clean);
         if (b) return b;
+        if (self.foreign_bytes >= FIT_SPILL_MIN) {
+            spill(h);
+            if ((b = take_orphan(need, clean)) != NULL) return b;
+        }
     }
     return grow_and_take(h, need, clean);
 }
@@ -244,6 +278,8 @@ void _ts_bestfit_tls_free(void *ptr) {
     if (!ptr) return;
     ts_fit_block_t *b = fit_checked_block(&segs, ptr, "free", true);
     ts_fit_heap_t *h = enter_for(b);
+    if (h == &self.heap && ts_unlikely(fit_owner(b) != self.id))
+        self.foreign_bytes += fit_used_size(b);
     release(h, b);
     leave(h);
 }

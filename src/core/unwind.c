@@ -217,24 +217,14 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, const cie_t *c, uintpt
             loc = to;
             continue;
         }
-        case 0x02:
-            if (end - p < 1) return false;
-            delta = *p++;
-            goto advance;
-        case 0x03: {
-            uint16_t d;
-            if (end - p < 2) return false;
-            memcpy(&d, p, 2);
-            p += 2;
-            delta = d;
-            goto advance;
-        }
+        case 0x02: /* advance_loc1, 2, 4: a 1-, 2- or 4-byte delta */
+        case 0x03:
         case 0x04: {
-            uint32_t d;
-            if (end - p < 4) return false;
-            memcpy(&d, p, 4);
-            p += 4;
-            delta = d;
+            unsigned n = op == 0x02 ? 1 : op == 0x03 ? 2 : 4;
+            if (end - p < (ptrdiff_t)n) return false;
+            delta = 0;
+            memcpy(&delta, p, n); /* little-endian: x86-64 only */
+            p += n;
             goto advance;
         }
         case 0x05: /* offset_extended */

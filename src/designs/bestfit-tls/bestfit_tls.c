@@ -199,13 +199,19 @@ static inline void leave(ts_fit_heap_t *h) {
 
 /* Enter the heap that in-use block b goes back to: ours when we own it
  * (no lock), or when its owner still lives and it is below FIT_SHARED_MIN;
- * the orphans' when its owner exited or it is another thread's large block. */
-static inline ts_fit_heap_t *enter_for(const ts_fit_block_t *b) {
+ * the orphans' when its owner exited or it is another thread's large block.
+ * freeing: b is being freed, so a live owner's block counts toward a spill. */
+static inline ts_fit_heap_t *enter_for(const ts_fit_block_t *b, bool freeing) {
     ts_fit_heap_t *h = my_heap();
     unsigned owner = fit_owner(b);
-    if (ts_likely(h != NULL) &&
-        (ts_likely(owner == self.id) || (fit_used_size(b) < FIT_SHARED_MIN && id_alive(owner))))
-        return h;
+    if (ts_likely(h != NULL)) {
+        if (ts_likely(owner == self.id)) return h;
+        size_t size = fit_used_size(b);
+        if (size < FIT_SHARED_MIN && id_alive(owner)) {
+            if (freeing) self.foreign_bytes += size; /* see spill */
+            return h;
+        }
+    }
     pthread_mutex_lock(&orphan_lock);
     return &orphans;
 }
@@ -222,10 +228,15 @@ static inline ts_fit_heap_t *enter_for(const ts_fit_block_t *b) {
  * own blocks never spills. */
 #define FIT_SPILL_MIN ((size_t)128 << 10)
 
-static void spill(ts_fit_heap_t *h) {
-    pthread_mutex_lock(&orphan_lock);
+/* Every free block of h into the orphan heap (held), coalescing there. */
+static void hand_to_orphans(ts_fit_heap_t *h) {
     ts_fit_free_t *f;
     while ((f = fit_pop(h)) != NULL) maybe_trim(&orphans, fit_put(&orphans, f));
+}
+
+static void spill(ts_fit_heap_t *h) {
+    pthread_mutex_lock(&orphan_lock);
+    hand_to_orphans(h);
     pthread_mutex_unlock(&orphan_lock);
     self.foreign_bytes = 0;
 }
@@ -277,9 +288,7 @@ void *_ts_bestfit_tls_malloc(size_t size) {
 void _ts_bestfit_tls_free(void *ptr) {
     if (!ptr) return;
     ts_fit_block_t *b = fit_checked_block(&segs, ptr, "free", true);
-    ts_fit_heap_t *h = enter_for(b);
-    if (h == &self.heap && ts_unlikely(fit_owner(b) != self.id))
-        self.foreign_bytes += fit_used_size(b);
+    ts_fit_heap_t *h = enter_for(b, true);
     release(h, b);
     leave(h);
 }
@@ -310,7 +319,7 @@ void *_ts_bestfit_tls_realloc(void *ptr, size_t size) {
         return NULL;
     }
     /* In place with the heap b would be freed into; else a block of our own. */
-    ts_fit_heap_t *h = enter_for(b);
+    ts_fit_heap_t *h = enter_for(b, false);
     ts_fit_free_t *freed;
     if (fit_resize(h, &config, b, need, &freed)) {
         maybe_trim(h, freed);
@@ -326,7 +335,7 @@ void *_ts_bestfit_tls_realloc(void *ptr, size_t size) {
         return NULL;
     }
     memcpy(fit_payload(nb), ptr, old_payload);
-    h = enter_for(b);
+    h = enter_for(b, true);
     release(h, b);
     leave(h);
     return fit_payload(nb);
@@ -392,8 +401,7 @@ static void thread_exit_heap(void *arg) {
     if (t != &self || t->state != THREAD_LIVE) return;
     pthread_mutex_lock(&registry_lock);
     pthread_mutex_lock(&orphan_lock);
-    ts_fit_free_t *f;
-    while ((f = fit_pop(&t->heap)) != NULL) maybe_trim(&orphans, fit_put(&orphans, f));
+    hand_to_orphans(&t->heap);
     pthread_mutex_unlock(&orphan_lock);
     if (t->id) id_mark(t->id, false); /* its blocks now go to the orphans when freed */
     t->id = 0;

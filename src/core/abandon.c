@@ -20,8 +20,8 @@
 /* One reclaim pass at a time: a pass takes the whole abandoned list, so
  * malloc_trim running beside the helper's pass would find it empty and give
  * nothing back. Taken before abandoned_lock. */
-static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_segment_t *abandoned_list;
 static TS_STARTUP_DATA _Atomic size_t abandoned_count;
 /* When the next reclaim pass is due (monotonic ns; 0: none asked): the first

@@ -47,12 +47,12 @@ ts_heap_t _ts_heap_empty = {.direct = EMPTY_DIRECT, .head = EMPTY_HEADS, .state 
 ts_heap_t _ts_heap_dead = {.direct = EMPTY_DIRECT, .head = EMPTY_HEADS, .state = TS_HEAP_DEAD};
 __thread ts_heap_t *_ts_tls_heap __attribute__((tls_model("initial-exec"))) = &_ts_heap_empty;
 
-static TS_STARTUP_DATA pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static TS_STARTUP_DATA ts_heap_t *pool_free;
 static TS_STARTUP_DATA ts_heap_t *heaps_all;
 static TS_STARTUP_DATA uint32_t heap_ids;
 
-static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static ts_heap_t *shared;
 
 /* The main thread's heap while it lives. Until main's heap is freed, main

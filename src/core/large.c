@@ -58,16 +58,25 @@ typedef struct large_entry {
 #define FIRST_SLOTS 64
 
 typedef struct stripe {
-    pthread_mutex_t lock;
     large_entry_t *slots;
     size_t cap, count;
     large_entry_t first_slots[FIRST_SLOTS];
 } __attribute__((aligned(64))) stripe_t;
 
-static stripe_t stripes[STRIPES] = {[0 ... STRIPES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static stripe_t stripes[STRIPES];
+/* Stripe i's lock, apart from its table: the tables span 9 pages, and a fork
+ * writes every lock (TS_FORK_LOCK). */
+typedef struct {
+    pthread_mutex_t m;
+} __attribute__((aligned(64))) stripe_lock_t;
+static TS_FORK_LOCK stripe_lock_t stripe_locks[STRIPES] = {
+    [0 ... STRIPES - 1] = {PTHREAD_MUTEX_INITIALIZER}};
+static pthread_mutex_t *lock_of(const stripe_t *s) {
+    return &stripe_locks[s - stripes].m;
+}
 
 /* One move at a time (move_block): then each stripe's spare slot is enough. */
-static pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t origin_seq;
 
 /* A number for a mapping just made (mmap, or mremap moving pages to a new
@@ -263,9 +272,9 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
     }
     mark_large(p, need);
     stripe_t *s = stripe_of(p);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(lock_of(s));
     bool ok = table_insert(s, p, need, origin);
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(lock_of(s));
     if (!ok) { /* the OS refused a bigger table: the region waits in the cache */
         _ts_verbose(1, "no table slot for a large block of %zu bytes", need);
         _ts_lcache_put(p, need, origin);
@@ -289,7 +298,7 @@ int _ts_large_find(const void *p, uintptr_t *start, size_t *size) {
     for (unsigned i = 0; i < STRIPES; i++) {
         stripe_t *s = &stripes[i];
         bool found = false;
-        pthread_mutex_lock(&s->lock);
+        pthread_mutex_lock(lock_of(s));
         for (size_t j = 0; j < s->cap && !found; j++) {
             large_entry_t *e = &s->slots[j];
             if (e->ptr && u >= e->ptr && u - e->ptr < e->size) {
@@ -298,7 +307,7 @@ int _ts_large_find(const void *p, uintptr_t *start, size_t *size) {
                 found = true;
             }
         }
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
         if (found) return 1;
     }
     return _ts_lcache_find(u, start, size) ? 2 : 0;
@@ -307,19 +316,19 @@ int _ts_large_find(const void *p, uintptr_t *start, size_t *size) {
 void _ts_large_visit(void (*fn)(uintptr_t start, size_t size, void *arg), void *arg) {
     for (unsigned i = 0; i < STRIPES; i++) {
         stripe_t *s = &stripes[i];
-        pthread_mutex_lock(&s->lock);
+        pthread_mutex_lock(lock_of(s));
         for (size_t j = 0; j < s->cap; j++)
             if (s->slots[j].ptr) fn(s->slots[j].ptr, s->slots[j].size, arg);
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
     }
 }
 
 void _ts_large_free(void *p, const char *func) {
     stripe_t *s = stripe_of((uintptr_t)p);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(lock_of(s));
     large_entry_t *e = table_find(s, (uintptr_t)p);
     if (!e) {
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
         not_large(p, func);
     }
     size_t size = e->size;
@@ -329,7 +338,7 @@ void _ts_large_free(void *p, const char *func) {
     ts_assert(atomic_load_explicit(&_ts_segmap[(uintptr_t)p >> TS_SEGMENT_SHIFT],
                                    memory_order_relaxed) == TS_MAP_LARGE);
     table_remove(s, e);
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(lock_of(s));
     if (_ts_zero_free_bytes) _ts_zero_freed(p, size); /* zerofree.c */
     if (heap) { /* a heap's (heapapi.c), live: destroying it with frees running is an error */
         atomic_fetch_sub(&heap->large_count, 1);
@@ -342,10 +351,10 @@ void _ts_large_free(void *p, const char *func) {
 
 size_t _ts_large_usable(const void *p, const char *func) {
     stripe_t *s = stripe_of((uintptr_t)p);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(lock_of(s));
     large_entry_t *e = table_find(s, (uintptr_t)p);
     size_t size = e ? e->size : 0;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(lock_of(s));
     if (!e) not_large(p, func);
     return size;
 }
@@ -364,14 +373,14 @@ static void *move_block(void *p, size_t need) {
     pthread_mutex_lock(&move_lock);
     bool ready = true;
     for (unsigned i = 0; i < STRIPES && ready; i++) {
-        pthread_mutex_lock(&stripes[i].lock);
+        pthread_mutex_lock(&stripe_locks[i].m);
         ready = table_spare_ready(&stripes[i]);
-        pthread_mutex_unlock(&stripes[i].lock);
+        pthread_mutex_unlock(&stripe_locks[i].m);
     }
     void *q = NULL;
     if (ready) {
         stripe_t *s = stripe_of((uintptr_t)p);
-        pthread_mutex_lock(&s->lock);
+        pthread_mutex_lock(lock_of(s));
         large_entry_t *e = table_find(s, (uintptr_t)p);
         ts_heap_t *heap = e->heap;
         q = _ts_os_remap(p, e->size, need, true);
@@ -379,13 +388,13 @@ static void *move_block(void *p, size_t need) {
             e->size = need; /* room after it after all: grown in place */
         else if (q)
             table_remove(s, e);
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
         if (q) mark_large((uintptr_t)q, need);
         if (q && q != p) {
             stripe_t *t = stripe_of((uintptr_t)q);
-            pthread_mutex_lock(&t->lock);
+            pthread_mutex_lock(lock_of(t));
             table_put(t, (uintptr_t)q, need, new_origin(), heap);
-            pthread_mutex_unlock(&t->lock);
+            pthread_mutex_unlock(lock_of(t));
         }
     }
     pthread_mutex_unlock(&move_lock);
@@ -401,16 +410,16 @@ void *_ts_large_realloc(void *p, size_t size) {
     }
     size_t need = ts_align_up(size, OS_PAGE);
     stripe_t *s = stripe_of((uintptr_t)p);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(lock_of(s));
     large_entry_t *e = table_find(s, (uintptr_t)p);
     if (!e) {
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
         not_large(p, "realloc");
     }
     size_t old = e->size;
     ts_heap_t *heap = e->heap; /* the block's: it cannot change while realloc runs */
     if (need <= old && old - need < _ts_lcache_split_min(need)) { /* fits; not worth shrinking */
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
         return p;
     }
     /* In place first (a shrink always is), under the stripe lock. */
@@ -418,9 +427,9 @@ void *_ts_large_realloc(void *p, size_t size) {
     if (q) {
         if (need > old) mark_large((uintptr_t)q, need); /* the chunks it grew into */
         e->size = need;
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
     } else {
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
         q = move_block(p, need);
         if (!q) {
             errno = ENOMEM;
@@ -441,11 +450,11 @@ void *_ts_large_realloc(void *p, size_t size) {
 
 void _ts_large_own(void *p, ts_heap_t *heap) {
     stripe_t *s = stripe_of((uintptr_t)p);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(lock_of(s));
     large_entry_t *e = table_find(s, (uintptr_t)p);
     e->heap = heap;
     size_t size = e->size;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(lock_of(s));
     atomic_fetch_add(&heap->large_count, 1);
     atomic_fetch_add(&heap->large_bytes, size);
 }
@@ -456,7 +465,7 @@ void _ts_large_own(void *p, ts_heap_t *heap) {
 void _ts_large_heap_end(ts_heap_t *heap, bool free_them) {
     for (unsigned k = 0; k < STRIPES && atomic_load(&heap->large_count); k++) {
         stripe_t *s = &stripes[k];
-        pthread_mutex_lock(&s->lock);
+        pthread_mutex_lock(lock_of(s));
         for (size_t i = 0; i < s->cap;) {
             large_entry_t *e = &s->slots[i];
             if (!e->ptr || e->heap != heap) {
@@ -472,14 +481,14 @@ void _ts_large_heap_end(ts_heap_t *heap, bool free_them) {
             }
             large_entry_t gone = *e, *slots = s->slots;
             table_remove(s, e);
-            pthread_mutex_unlock(&s->lock);
+            pthread_mutex_unlock(lock_of(s));
             atomic_fetch_sub(&_ts_stats.large_count, 1);
             atomic_fetch_sub(&_ts_stats.large_bytes, gone.size);
             _ts_lcache_put(gone.ptr, gone.size, gone.origin);
-            pthread_mutex_lock(&s->lock);
+            pthread_mutex_lock(lock_of(s));
             if (s->slots != slots) i = 0; /* grown meanwhile: rehashed */
         }
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
     }
 }
 
@@ -489,11 +498,11 @@ size_t _ts_large_heap_list(ts_heap_t *heap, size_t *cursor, void **ptrs, size_t 
     size_t n = 0;
     for (size_t k = *cursor >> 32; k < STRIPES && n < max; k++, *cursor = k << 32) {
         stripe_t *s = &stripes[k];
-        pthread_mutex_lock(&s->lock);
+        pthread_mutex_lock(lock_of(s));
         size_t i = *cursor & 0xffffffffu;
         for (; i < s->cap && n < max; i++)
             if (s->slots[i].ptr && s->slots[i].heap == heap) ptrs[n++] = (void *)s->slots[i].ptr;
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(lock_of(s));
         if (n == max) {
             *cursor = (k << 32) | i;
             break;
@@ -504,10 +513,10 @@ size_t _ts_large_heap_list(ts_heap_t *heap, size_t *cursor, void **ptrs, size_t 
 
 size_t _ts_large_owned_size(const void *p, const ts_heap_t *heap) {
     stripe_t *s = stripe_of((uintptr_t)p);
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(lock_of(s));
     large_entry_t *e = table_find(s, (uintptr_t)p);
     size_t size = e && e->heap == heap ? e->size : 0;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(lock_of(s));
     return size;
 }
 
@@ -515,18 +524,18 @@ size_t _ts_large_owned_size(const void *p, const ts_heap_t *heap) {
 
 void _ts_large_atfork_prepare(void) {
     pthread_mutex_lock(&move_lock);
-    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripes[i].lock);
+    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_lock(&stripe_locks[i].m);
     _ts_lcache_atfork_prepare();
 }
 
 void _ts_large_atfork_parent(void) {
     _ts_lcache_atfork_parent();
-    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_unlock(&stripes[i].lock);
+    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_unlock(&stripe_locks[i].m);
     pthread_mutex_unlock(&move_lock);
 }
 
 void _ts_large_atfork_child(void) {
     pthread_mutex_init(&move_lock, NULL);
     _ts_lcache_atfork_child();
-    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_init(&stripes[i].lock, NULL);
+    for (unsigned i = 0; i < STRIPES; i++) pthread_mutex_init(&stripe_locks[i].m, NULL);
 }

@@ -15,7 +15,7 @@
 #define LCACHE_SLOTS 32
 #define FREED_RING   64
 
-static pthread_mutex_t lcache_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t lcache_lock = PTHREAD_MUTEX_INITIALIZER;
 static lcache_entry_t lcache[LCACHE_SLOTS];
 static unsigned lcache_n;
 static size_t lcache_dirty;              /* sum of the entries' dirty bytes */

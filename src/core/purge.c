@@ -47,8 +47,8 @@ static TS_STARTUP_DATA _Atomic int pt_pending_look; /* an idle thread's memory t
 static TS_STARTUP_DATA _Atomic int pt_sleeping;     /* SLEEP_*: it waits on pt_cond */
 static _Atomic uint64_t pt_until;                   /* the deadline of its SLEEP_TIMED wait */
 static _Atomic int pt_look_at_main; /* a thread with a heap ended: has main exited? */
-static pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
 
 #define MIN_SLEEP_NS ((uint64_t)2000000u)
 

@@ -23,7 +23,7 @@
 
 _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
 
-static TS_STARTUP_DATA pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static TS_STARTUP_DATA ts_segment_t *registry;
 
 /* Address space reserved for segments not mapped yet: one aligned mapping of
@@ -32,7 +32,7 @@ static TS_STARTUP_DATA ts_segment_t *registry;
  * and each munmap of a multithreaded process interrupts the other CPUs).
  * Untouched reserved memory costs address space only. Leaf lock. */
 #define TS_SEGMENT_RESERVE 16
-static TS_STARTUP_DATA pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
 static TS_STARTUP_DATA uintptr_t reserve_next, reserve_end;
 
 /* Bytes of the header that are ever touched (the rest of its 64 KiB is not). */

@@ -27,7 +27,7 @@
  */
 #include "core/internal.h"
 
-static TS_STARTUP_DATA pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static TS_STARTUP_DATA ts_segment_t *cache_list;
 static TS_STARTUP_DATA size_t cache_count;
 

@@ -62,7 +62,7 @@
 _Atomic int _ts_sweep_wanted;
 /* One pass at a time: it holds lists outside any other lock while it purges
  * them, so a fork waits for it (heap.c's fork handlers take it). */
-static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t sweep_at = UINT64_MAX; /* the next pass (sweep lock); MAX: none */
 /* Sweep lock: the idle set (static: passes may run on a program's thread),
  * and which slice of the idle heaps the next pass takes when there are more

@@ -27,7 +27,7 @@
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
-static pthread_mutex_t sbrk_lock = PTHREAD_MUTEX_INITIALIZER;
+static TS_FORK_LOCK pthread_mutex_t sbrk_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- failure hook ------------------------------------------------------ */
 

@@ -29,6 +29,13 @@ extern "C" {
  * in bss pages scattered between large arrays, each a page fault of its own
  * (docs/core/threads-and-fork.md, tests/unit/core_startup.c). */
 #define TS_STARTUP_DATA __attribute__((section(".data.tsalloc_startup")))
+/* A lock the fork handlers take (or state they reset in the child): all of
+ * them lie together in one section, a cache line each. After a fork the
+ * parent's unlocks and the child's re-initialisations write every page they
+ * lie on, each a copy-on-write fault in both processes; spread over the bss
+ * they cost 13 such faults a fork, together one or two
+ * (tests/unit/core_startup.c). */
+#define TS_FORK_LOCK __attribute__((section("tsalloc_fork_locks"), aligned(64)))
 
 /* The OS page size (4096 here) and the number of CPUs this process may run on. */
 TS_HIDDEN size_t _ts_os_page_size(void);

@@ -230,9 +230,9 @@ static void check_segment(ts_segment_t *seg, void *arg) {
         FAIL("segment %p (page shift %u) has %u in the segment map", s, seg->page_shift, mapped);
     if (seg->first_page >= seg->page_count || seg->page_count > TS_MAX_PAGES)
         FAIL("segment %p lays out pages %u to %u", s, seg->first_page, seg->page_count);
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     _ts_check_segment_locked(seg, "ts_heap_check()");
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
     for (unsigned i = seg->first_page; i < seg->page_count; i++)
         if (ts_page_state(&seg->pages[i]) == TS_PAGE_IN_USE) check_page(seg, &seg->pages[i]);
 }

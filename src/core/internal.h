@@ -317,6 +317,44 @@ TS_HIDDEN void _ts_registry_atfork_prepare(void);
 TS_HIDDEN void _ts_registry_atfork_parent(void);
 TS_HIDDEN void _ts_registry_atfork_child(void);
 
+/* Segment spinlocks and fork. A fork must not catch a segment's state half
+ * changed, yet writing every segment's lock around it would cost a
+ * copy-on-write fault per segment in the parent (the unlocks) and another in
+ * the child (the re-initialisations). So the fork handler closes a gate
+ * instead (one write) and waits, reading only, for every segment lock to be
+ * free; a thread that takes a lock while the gate is closed lets it go at
+ * once, before touching anything, and waits for the gate to open. The lock
+ * and the gate are read and written with seq_cst, so that either the fork
+ * handler sees the lock held or the taker sees the gate closed. A fork
+ * child finds held only the locks of such takers, whose threads it does not
+ * have, and frees them. */
+TS_HIDDEN extern _Atomic int _ts_seg_gate;
+TS_HIDDEN void _ts_seg_lock_wait(ts_segment_t *seg); /* registry.c */
+
+TS_INLINE void ts_seg_lock(ts_segment_t *seg) {
+    for (;;) {
+        if (ts_likely(!atomic_exchange_explicit(&seg->lock.held, 1, memory_order_seq_cst))) {
+            if (ts_likely(!atomic_load_explicit(&_ts_seg_gate, memory_order_seq_cst))) return;
+            ts_spin_unlock(&seg->lock); /* a fork is under way */
+        }
+        _ts_seg_lock_wait(seg);
+    }
+}
+
+/* Takes the lock if it is free and no fork is under way. */
+TS_INLINE bool ts_seg_trylock(ts_segment_t *seg) {
+    if (atomic_load_explicit(&seg->lock.held, memory_order_relaxed) ||
+        atomic_exchange_explicit(&seg->lock.held, 1, memory_order_seq_cst))
+        return false;
+    if (ts_likely(!atomic_load_explicit(&_ts_seg_gate, memory_order_seq_cst))) return true;
+    ts_spin_unlock(&seg->lock);
+    return false;
+}
+
+TS_INLINE void ts_seg_unlock(ts_segment_t *seg) {
+    ts_spin_unlock(&seg->lock);
+}
+
 /* ---- segment.c ----------------------------------------------------------- */
 
 /* A free page of `kind` for class cls; NULL with *adopted set: a segment

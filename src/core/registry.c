@@ -15,6 +15,10 @@
  * - A walk may read a segment's layout racily (to choose what to look at);
  *   what it changes it changes under the segment spinlock.
  *
+ * - No thread holds a segment spinlock across a fork: the prepare handler
+ *   closes the segment-lock gate and waits until each lock is free
+ *   (internal.h, ts_seg_lock), writing nothing in the segments.
+ *
  * Lock order: registry lock, then segment spinlocks (taken one at a time),
  * then the reserve lock (a leaf).
  */
@@ -138,12 +142,12 @@ uint64_t _ts_segments_purge(uint64_t now, bool force) {
             if (at < next) next = at;
             continue;
         }
-        if (!ts_spin_trylock(&seg->lock)) { /* its owner is taking a page: come back soon */
+        if (!ts_seg_trylock(seg)) { /* its owner is taking a page: come back soon */
             if (now + 5000000 < next) next = now + 5000000;
             continue;
         }
         uint64_t n = _ts_segment_purge_expired(seg, now, force);
-        ts_spin_unlock(&seg->lock);
+        ts_seg_unlock(seg);
         if (n < next) next = n;
     }
     pthread_mutex_unlock(&registry_lock);
@@ -239,20 +243,52 @@ void _ts_segments_count(size_t *total, size_t *owned) {
 
 /* ---- fork (see _ts_segments_atfork_prepare) ------------------------------ */
 
+/* The segment-lock gate (internal.h): closed from a fork's prepare handler
+ * to its end, in the parent and in the child. */
+TS_FORK_LOCK _Atomic int _ts_seg_gate;
+
+/* Wait until the lock looks free and the gate open (reads only). */
+void _ts_seg_lock_wait(ts_segment_t *seg) {
+    unsigned spins = 0;
+    while (atomic_load_explicit(&seg->lock.held, memory_order_relaxed) ||
+           atomic_load_explicit(&_ts_seg_gate, memory_order_relaxed)) {
+        if (++spins < TS_SPIN_LIMIT) {
+            ts_cpu_relax();
+        } else {
+            _ts_os_yield();
+            spins = 0;
+        }
+    }
+}
+
+/* Under the registry lock (no segment joins or leaves): close the gate, then
+ * wait for each segment's lock to be free. Writes nothing in the segments. */
 void _ts_registry_atfork_prepare(void) {
     pthread_mutex_lock(&registry_lock);
-    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_lock(&seg->lock);
+    atomic_store_explicit(&_ts_seg_gate, 1, memory_order_seq_cst);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
+        unsigned spins = 0;
+        while (atomic_load_explicit(&seg->lock.held, memory_order_seq_cst))
+            if (++spins % TS_SPIN_LIMIT)
+                ts_cpu_relax();
+            else
+                _ts_os_yield();
+    }
     pthread_mutex_lock(&reserve_lock);
 }
 
 void _ts_registry_atfork_parent(void) {
     pthread_mutex_unlock(&reserve_lock);
-    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_unlock(&seg->lock);
+    atomic_store_explicit(&_ts_seg_gate, 0, memory_order_release);
     pthread_mutex_unlock(&registry_lock);
 }
 
+/* A lock held here was taken after the gate closed, by a thread that would
+ * have let it go untouched: free it. Reading the others costs no fault. */
 void _ts_registry_atfork_child(void) {
-    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) ts_spin_init(&seg->lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next)
+        if (atomic_load_explicit(&seg->lock.held, memory_order_relaxed)) ts_spin_init(&seg->lock);
+    atomic_store_explicit(&_ts_seg_gate, 0, memory_order_relaxed);
     pthread_mutex_init(&registry_lock, NULL);
     pthread_mutex_init(&reserve_lock, NULL);
 }

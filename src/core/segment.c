@@ -61,7 +61,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     unsigned count = (unsigned)(TS_SEGMENT_SIZE >> shift);
     unsigned first = kind == TS_KIND_SMALL ? 1 : 0; /* a small page 0 is the header */
     uint64_t now = _ts_os_now_ns();
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     /* The old layout's resident pages go back now. Those the OS refused to
      * purge (locked memory) stay resident: the new pages over them start
      * dirty, as those were (before, they counted as given back and stayed
@@ -129,7 +129,7 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     atomic_fetch_add(&_ts_stats.dirty, made_bytes - kept_bytes);
     (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
     _ts_stat_decommit_pages(0, kept_untouched); /* the new pages count as touched */
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
     if (made) _ts_purge_schedule_later();
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT],
                           (uint8_t)(shift | _ts_map_flag), memory_order_release);
@@ -249,7 +249,7 @@ size_t _ts_segment_cache_trim(void) {
 /* Take a free page from a segment of this heap (owner only). Prefers pages
  * that are still resident, so reuse costs no page faults. */
 static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
     uint64_t pick = seg->free_mask & dirty ? seg->free_mask & dirty : seg->free_mask;
     ts_assert(pick != 0 && !(dirty & ~seg->free_mask));
@@ -272,7 +272,7 @@ static ts_page_t *segment_take_page(ts_heap_t *heap, ts_segment_t *seg) {
     }
     seg->used_pages++;
     if (TS_CHECKED) _ts_check_segment_locked(seg, "segment page alloc");
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
     ts_heap_pages_grew(heap, page->area);
     if (was_dirty)
         atomic_fetch_sub(&_ts_stats.dirty, page->area);
@@ -314,9 +314,9 @@ ts_page_t *_ts_segment_page_alloc(ts_heap_t *heap, enum ts_kind kind, unsigned c
         }
         segment_format(seg, kind);
         if (huge) {
-            ts_spin_lock(&seg->lock);
+            ts_seg_lock(seg);
             bool dirtied = _ts_huge_half_taken(seg, 0);
-            ts_spin_unlock(&seg->lock);
+            ts_seg_unlock(seg);
             if (dirtied) _ts_purge_schedule();
         }
         _ts_heap_seg_add(heap, seg);
@@ -333,7 +333,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
     bool clean = atomic_load_explicit(&page->rescued, memory_order_relaxed);
     if (clean) atomic_store_explicit(&page->rescued, 0, memory_order_relaxed);
     bool retry = false;
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     ts_assert(ts_page_state(page) == TS_PAGE_IN_USE && !(seg->free_mask & bit));
     ts_assert(seg->used_pages > 0 && page->index >= seg->first_page);
     ts_assert(page->used == 0 && ts_page_owner(page) == 0);
@@ -350,7 +350,7 @@ void _ts_segment_page_free(ts_heap_t *heap, ts_page_t *page) {
         retry = delay == 0 && _ts_segment_purge_pages(seg, bit, at);
         if (delay != 0 || retry) ts_segment_dirty_due(seg, bit, page->purge_at);
     }
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
     if (retry) _ts_purge_schedule_later(); /* due a look period from now, not at once */
     atomic_fetch_sub(&_ts_stats.pages[seg->kind], 1);
     if (heap) {
@@ -380,7 +380,7 @@ bool _ts_segment_drop_pages(ts_segment_t *seg, uint64_t now) {
     uint64_t delay = _ts_purge_delay_ns(), at = now + delay, bits = 0;
     size_t dirty = 0;
     unsigned n = 0;
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     for (unsigned i = seg->first_page; i < seg->page_count; i++) {
         ts_page_t *page = &seg->pages[i];
         if (ts_page_state(page) != TS_PAGE_IN_USE) continue;
@@ -407,7 +407,7 @@ bool _ts_segment_drop_pages(ts_segment_t *seg, uint64_t now) {
     atomic_fetch_add(&_ts_stats.dirty, dirty);
     bool retry = delay == 0 && bits && _ts_segment_purge_pages(seg, bits, at);
     if (delay != 0 || retry) ts_segment_dirty_due(seg, bits, at);
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
     if (retry) _ts_purge_schedule_later();
     atomic_fetch_sub(&_ts_stats.pages[seg->kind], n);
     return delay && bits;

@@ -158,12 +158,12 @@ uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now)
 bool _ts_segment_purge_in_use(ts_page_t *page) {
     ts_segment_t *seg = ts_segment_of(page);
     ts_assert(ts_page_state(page) == TS_PAGE_IN_USE && page->in_full && page->used == 0);
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     huge_halves_split(seg, 1u << page_half(seg, page->index));
     bool purged = _ts_os_purge((void *)page->base, page->area);
     size_t untouched = page->area - page->touched;
     if (purged) page->touched = 0;
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
     if (purged) { /* in use, yet not resident: _ts_segment_page_free frees it clean */
         _ts_stat_decommit_pages(page->area, untouched);
         atomic_fetch_add(&_ts_stats.purged, page->area);
@@ -219,12 +219,12 @@ void _ts_segment_purge_relayout(ts_page_t *page) {
     if (resident * 2 >= pages) return;
     size_t len = pages * os_page < page->area ? pages * os_page : page->area;
     ts_segment_t *seg = ts_segment_of(page);
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     huge_halves_split(seg, 1u << page_half(seg, page->index));
     bool purged = _ts_os_purge((void *)page->base, len);
     size_t was = page->touched;
     if (purged) page->touched = 0; /* fresh again: calloc need not clear it */
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
     if (purged) {
         _ts_stat_untouch(was); /* still committed, no longer in use */
         atomic_fetch_add(&_ts_stats.purged, len);
@@ -233,7 +233,7 @@ void _ts_segment_purge_relayout(ts_page_t *page) {
 
 void _ts_segment_sweep_prepare(ts_page_t *page) {
     ts_segment_t *seg = ts_segment_of(page);
-    ts_spin_lock(&seg->lock);
+    ts_seg_lock(seg);
     huge_halves_split(seg, 1u << page_half(seg, page->index));
-    ts_spin_unlock(&seg->lock);
+    ts_seg_unlock(seg);
 }

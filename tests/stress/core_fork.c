@@ -2,6 +2,12 @@
  * tst-malloc-fork-deadlock): every child must be able to allocate, free,
  * free blocks that other parent threads allocated, and start a thread of its
  * own, without deadlocking. Each child has an alarm; ctest has a timeout.
+ *
+ * Each child first checks the whole heap (ts_heap_check), which takes every
+ * segment's lock and checks each segment's page masks against its pages: a
+ * lock the fork left held hangs it, a segment caught half changed fails it.
+ * The busy threads take and give back pages all the time (blocks up to
+ * 900 KB), so their segment locks are often held when the fork comes.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -14,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "tsalloc.h"
 
 #define BUSY   4
 #define FORKS  40
@@ -63,6 +70,7 @@ static void *child_thread(void *arg) {
 
 static void child(int round) {
     alarm(20);
+    ts_heap_check();
     /* Blocks the parent's other threads allocated. */
     for (int k = 0; k < HANDED; k++) {
         uint64_t *b = handed[k];

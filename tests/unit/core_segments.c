@@ -2,6 +2,11 @@
  * aligned mapping of several at a time. Checks that more segments than one
  * reservation holds are each 4 MiB aligned, distinct and usable, and that a
  * refused reservation falls back to mapping a single segment.
+ *
+ * Also the segment-lock gate of the fork handlers, step by step: while it
+ * is closed no segment lock can be taken (a taker lets it go at once), the
+ * prepare handler writes no segment lock, the parent's handler opens it,
+ * and the child's frees a lock found held.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -22,8 +27,31 @@ static void check_segment_of(const void *p) {
     CHECK_EQ(atomic_load(&_ts_segmap[seg >> TS_SEGMENT_SHIFT]), TS_SHIFT_BIG);
 }
 
+static void fork_gate(void) {
+    void *p = malloc(100);
+    ts_segment_t *seg = ts_segment_of(p);
+    _ts_registry_atfork_prepare();
+    CHECK(atomic_load(&_ts_seg_gate) == 1);
+    CHECK(atomic_load(&seg->lock.held) == 0); /* not written: no copy-on-write */
+    CHECK(!ts_seg_trylock(seg));              /* the gate turns a taker away ... */
+    CHECK(atomic_load(&seg->lock.held) == 0); /* ... and it let the lock go */
+    _ts_registry_atfork_parent();
+    CHECK(atomic_load(&_ts_seg_gate) == 0);
+    CHECK(ts_seg_trylock(seg));
+    ts_seg_unlock(seg);
+    /* A fork child finds a taker's lock held (the taker is not there). */
+    _ts_registry_atfork_prepare();
+    atomic_store(&seg->lock.held, 1);
+    _ts_registry_atfork_child();
+    CHECK(atomic_load(&seg->lock.held) == 0 && atomic_load(&_ts_seg_gate) == 0);
+    ts_seg_lock(seg);
+    ts_seg_unlock(seg);
+    free(p);
+}
+
 int main(void) {
     free(malloc(1));
+    fork_gate();
     size_t segments_before = atomic_load(&_ts_stats.segments);
     /* Use up the current reservation and more than a whole second one. */
     size_t n = 0;

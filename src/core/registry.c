@@ -14,7 +14,6 @@
  *   registry lock, which the purge thread holds while it looks at segments).
  * - A walk may read a segment's layout racily (to choose what to look at);
  *   what it changes it changes under the segment spinlock.
- *
  * - No thread holds a segment spinlock across a fork: the prepare handler
  *   closes the segment-lock gate and waits until each lock is free
  *   (internal.h, ts_seg_lock), writing nothing in the segments.

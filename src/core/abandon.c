@@ -36,10 +36,7 @@ void _ts_segment_abandon(ts_segment_t *seg) {
     ts_assert(seg->used_pages > 0 && !seg->in_avail && !seg->cached);
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     pthread_mutex_lock(&abandoned_lock);
-    seg->prev = NULL;
-    seg->next = abandoned_list;
-    if (abandoned_list) abandoned_list->prev = seg;
-    abandoned_list = seg;
+    ts_seg_list_push(&abandoned_list, seg);
     atomic_fetch_add(&abandoned_count, 1);
     pthread_mutex_unlock(&abandoned_lock);
     atomic_fetch_add(&_ts_stats.segments_abandoned, 1);
@@ -64,12 +61,7 @@ ts_segment_t *_ts_abandoned_pop(enum ts_kind kind, unsigned cls) {
     for (unsigned n = 0; s && n < ABANDONED_SCAN && !seg; s = s->next, n++)
         if (s->kind == kind && (kind != TS_KIND_BIG || s->pages[s->first_page].cls == cls)) seg = s;
     if (seg) {
-        if (seg->prev)
-            seg->prev->next = seg->next;
-        else
-            abandoned_list = seg->next;
-        if (seg->next) seg->next->prev = seg->prev;
-        seg->next = seg->prev = NULL;
+        ts_seg_list_remove(&abandoned_list, seg);
         atomic_fetch_sub(&abandoned_count, 1);
         atomic_fetch_sub(&_ts_stats.segments_abandoned, 1);
     }

@@ -300,6 +300,28 @@ TS_HIDDEN size_t _ts_usable_checked(const void *p, const char *func);
 TS_HIDDEN size_t _ts_block_usable(const ts_page_t *page, const void *p, const char *func);
 TS_HIDDEN void _ts_heap_flush_remote(ts_heap_t *heap);
 
+/* ---- segment lists ------------------------------------------------------- */
+
+/* The lists a segment is on through next/prev (one at a time: its heap's
+ * segments, the abandoned list, the cache), each under its own lock or
+ * owner: push at the front, and unlink. */
+TS_INLINE void ts_seg_list_push(ts_segment_t **head, ts_segment_t *seg) {
+    seg->prev = NULL;
+    seg->next = *head;
+    if (*head) (*head)->prev = seg;
+    *head = seg;
+}
+
+TS_INLINE void ts_seg_list_remove(ts_segment_t **head, ts_segment_t *seg) {
+    ts_assert(seg->prev ? seg->prev->next == seg : *head == seg);
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        *head = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    seg->next = seg->prev = NULL;
+}
+
 /* ---- registry.c ---------------------------------------------------------- */
 
 TS_HIDDEN extern _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];

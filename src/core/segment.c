@@ -140,21 +140,12 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
 void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg) {
     ts_assert(!seg->in_avail && !seg->cached && heap->spare != seg);
     atomic_store_explicit(&seg->owner, heap, memory_order_release);
-    seg->prev = NULL;
-    seg->next = heap->segments;
-    if (heap->segments) heap->segments->prev = seg;
-    heap->segments = seg;
+    ts_seg_list_push(&heap->segments, seg);
 }
 
 static void heap_seg_remove(ts_heap_t *heap, ts_segment_t *seg) {
     ts_assert(!seg->in_avail && atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap);
-    ts_assert(seg->prev ? seg->prev->next == seg : heap->segments == seg);
-    if (seg->prev)
-        seg->prev->next = seg->next;
-    else
-        heap->segments = seg->next;
-    if (seg->next) seg->next->prev = seg->prev;
-    seg->next = seg->prev = NULL;
+    ts_seg_list_remove(&heap->segments, seg);
 }
 
 void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg) {
@@ -191,12 +182,7 @@ static ts_segment_t *cache_pop(enum ts_kind kind) {
         }
     if (seg) {
         ts_assert(seg->cached && seg->used_pages == 0 && cache_count > 0);
-        if (seg->prev)
-            seg->prev->next = seg->next;
-        else
-            cache_list = seg->next;
-        if (seg->next) seg->next->prev = seg->prev;
-        seg->next = seg->prev = NULL;
+        ts_seg_list_remove(&cache_list, seg);
         seg->cached = 0;
         cache_count--;
         atomic_fetch_sub(&_ts_stats.segments_cached, 1);
@@ -211,10 +197,7 @@ void _ts_segment_release(ts_segment_t *seg) {
     size_t limit = (size_t)_ts_option(TS_OPT_SEGMENT_CACHE);
     pthread_mutex_lock(&cache_lock);
     if (cache_count < limit) {
-        seg->prev = NULL;
-        seg->next = cache_list;
-        if (cache_list) cache_list->prev = seg;
-        cache_list = seg;
+        ts_seg_list_push(&cache_list, seg);
         seg->cached = 1;
         seg->cached_at = _ts_os_now_ns();
         cache_count++;

@@ -116,6 +116,11 @@ void ts_heap_stats(ts_heap_t *h, ts_heap_stats_t *out);
  * NULL to the next numbered name of TSALLOC_PROF_FILE. 0, or -1 with errno
  * set (ENOENT when the profiler does not run). */
 int ts_prof_dump(const char *path);
+/* Starts (1) or stops (0) sampling new allocations; blocks already sampled
+ * stay in the profiles until freed. A negative value only asks. Returns the
+ * state before (1 active, 0 not; TSALLOC_PROF_ACTIVE sets the first), or -1
+ * with errno ENOENT when the profiler does not run. */
+int ts_prof_set_active(int active);
 /* Debugging (docs/debugging.md). */
 typedef enum ts_block_state {
     TS_BLOCK_FOREIGN = 0, /* not tsalloc's memory, or NULL */

@@ -52,6 +52,10 @@ TS_OPTION(PROF_PEAK_GROWTH, "PROF_PEAK_GROWTH", PROF, INT, 0, 0, 100000,
           "percent above the last peak profile that writes the next (0: none)")
 TS_OPTION(PROF_INTERVAL, "PROF_INTERVAL", PROF, SIZE, 0, 0, TS_GB(1024 * 1024),
           "write a numbered profile every this many bytes allocated (0: never)")
+TS_OPTION(PROF_SIGNAL, "PROF_SIGNAL", PROF, INT, 0, 0, 64,
+          "signal number whose arrival writes a numbered profile (0: none)")
+TS_OPTION(PROF_ACTIVE, "PROF_ACTIVE", PROF, BOOL, 1, 0, 1,
+          "sample from the start (0: only once ts_prof_set_active(1) is called)")
 TS_OPTION(PROF_UNWIND, "PROF_UNWIND", PROF, CHOICE, 1, 0, 2,
           "call stacks from 0: frame pointers, 1: the unwind tables, 2: glibc backtrace()")
 TS_OPTION(PROF_SEED, "PROF_SEED", PROF, INT, 0, 0, 4294967295LL,

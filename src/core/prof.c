@@ -24,6 +24,9 @@
  *   _ts_os_map; profiles are written with write(2) from a static buffer.
  * - A thread's `busy` flag stops sampling while the profiler itself may call
  *   malloc (finding the thread's stack), so it never recurses.
+ * - The TSALLOC_PROF_SIGNAL handler only ever try-locks, so it cannot wait
+ *   on the thread it interrupted; a profile it could not write is written
+ *   by the lock's holder on release (prof_unlock).
  * Lock order: the profiler's lock is a leaf, never held with another
  * allocator lock; the fork handlers take it alone.
  */
@@ -31,6 +34,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +177,8 @@ static TS_NOINLINE bool take_slow(prof_tls_t *t, uint64_t n) {
         return false;
     }
     t->left = next_left(t);
-    return true;
+    /* Inactive: the countdown goes on, so that sampling resumes unbiased. */
+    return atomic_load_explicit(&_ts_prof.active, memory_order_relaxed);
 }
 
 /* Counts `size` bytes down; true when this allocation is to be sampled. */
@@ -317,6 +322,44 @@ static void block_remove(prof_block_t *b) { /* backward-shift deletion */
     blocks_count--;
 }
 
+/* ---- profiles on a signal (TSALLOC_PROF_SIGNAL) ---- */
+
+/* Writes the profile a signal asked for, unless someone holds the lock: then
+ * the holder writes it when it lets go (prof_unlock). The flag's store and
+ * the holder's release are each followed by a full fence before the other
+ * side's check, so a profile asked for is always written by one of them. */
+static void dump_if_pending(void) {
+    while (atomic_load_explicit(&_ts_prof.dump_pending, memory_order_relaxed) &&
+           ts_spin_trylock(&_ts_prof.lock)) {
+        if (atomic_exchange_explicit(&_ts_prof.dump_pending, 0, memory_order_relaxed))
+            _ts_prof_dump_locked(TS_PROF_INTERVAL, NULL);
+        ts_spin_unlock(&_ts_prof.lock);
+    }
+}
+
+/* Lets go of the profiler's lock; with a dump signal set, writes a profile
+ * the signal asked for while the lock was held. */
+static inline void prof_unlock(void) {
+    ts_spin_unlock(&_ts_prof.lock);
+    if (ts_unlikely(_ts_prof.signal)) {
+        atomic_thread_fence(memory_order_seq_cst);
+        dump_if_pending();
+    }
+}
+
+/* The handler: writes only through write(2) into a file it opens, takes no
+ * lock it would wait for, and keeps errno. It may run on a thread that
+ * holds the lock (in the middle of a sample): the trylock then fails and
+ * that thread writes the profile on its way out. */
+static void on_dump_signal(int sig) {
+    (void)sig;
+    int saved = errno;
+    atomic_store_explicit(&_ts_prof.dump_pending, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    dump_if_pending();
+    errno = saved;
+}
+
 /* ---- samples ---- */
 
 /* Records a sample of `size` bytes at p with stack s, weighing w blocks;
@@ -346,7 +389,7 @@ static void record_locked(void *p, ts_prof_stack_t *s, size_t size, double w, si
 static void record(void *p, ts_prof_stack_t *s, size_t size, double w, size_t own) {
     ts_spin_lock(&_ts_prof.lock);
     record_locked(p, s, size, w, own);
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
 }
 
 /* Drops p's sample; returns the bytes it owns (prof_block_t.own), or 0 when
@@ -370,14 +413,14 @@ static size_t forget_locked(const void *p, const char *func) {
 void _ts_prof_forget(const void *p) {
     ts_spin_lock(&_ts_prof.lock);
     forget_locked(p, "realloc");
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
 }
 
 bool _ts_prof_free(void *p) {
     ts_spin_lock(&_ts_prof.lock);
     size_t own = forget_locked(p, "free");
     bool kept = own && pool_put((uintptr_t)p, own);
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
     return kept;
 }
 
@@ -413,14 +456,14 @@ static TS_NOINLINE void *sampled(size_t size, size_t align, bool zero) {
         if (!p) return p;
         ts_prof_stack_t *s = stack_lock();
         if (s) record_locked(p, s, size, w, 0);
-        ts_spin_unlock(&_ts_prof.lock);
+        prof_unlock();
         return p;
     }
     size_t own = ts_align_up(size ? size : 1, POOL_PAGE);
     ts_prof_stack_t *s = stack_lock();
     p = s ? (void *)pool_take(own, align ? align : 1, &own) : NULL;
     if (p) record_locked(p, s, size, w, own);
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
     if (p) {
         if (zero) memset(p, 0, size);
         return p;
@@ -471,7 +514,7 @@ void *_ts_profd_realloc(void *p, size_t size) {
         if (!q) return q;
         ts_prof_stack_t *s = stack_lock();
         if (s) record_locked(q, s, size, w, 0);
-        ts_spin_unlock(&_ts_prof.lock);
+        prof_unlock();
         return q;
     }
     size_t old = _ts_usable_checked(p, "realloc");
@@ -479,7 +522,7 @@ void *_ts_profd_realloc(void *p, size_t size) {
     ts_prof_stack_t *s = stack_lock();
     q = s ? (void *)pool_take(own, 1, &own) : NULL;
     if (q) record_locked(q, s, size, w, own);
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
     if (!q) {
         int saved = errno;
         q = _ts_large_alloc(size, 0, false);
@@ -553,8 +596,17 @@ TS_EXPORT int ts_prof_dump(const char *path) {
     }
     ts_spin_lock(&_ts_prof.lock);
     int r = _ts_prof_dump_locked(path ? TS_PROF_NAMED : TS_PROF_INTERVAL, path);
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
     return r;
+}
+
+TS_EXPORT int ts_prof_set_active(int active) {
+    if (!_ts_prof_on) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (active < 0) return atomic_load_explicit(&_ts_prof.active, memory_order_relaxed);
+    return atomic_exchange_explicit(&_ts_prof.active, active != 0, memory_order_relaxed);
 }
 
 static void prof_exit(void) {
@@ -566,7 +618,7 @@ static void prof_exit(void) {
     if (_ts_prof.final && _ts_prof.write && _ts_prof.stack_count)
         _ts_prof_dump_locked(TS_PROF_FINAL, NULL);
     bool leaked = _ts_prof.leaks && _ts_prof_leaks_locked();
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
     prof_tls.busy = false;
     if (leaked && _ts_prof.leak_exitcode) {
         fflush(NULL);
@@ -578,12 +630,13 @@ static void fork_prepare(void) {
     ts_spin_lock(&_ts_prof.lock);
 }
 static void fork_parent(void) {
-    ts_spin_unlock(&_ts_prof.lock);
+    prof_unlock();
 }
 /* The child writes its own files (%p), numbered from 0, and its first peak
  * profile when its heap grows past what it inherited. */
 static void fork_child(void) {
     ts_spin_init(&_ts_prof.lock);
+    atomic_store_explicit(&_ts_prof.dump_pending, 0, memory_order_relaxed); /* the parent's */
     _ts_prof.seq = 0;
     if (_ts_prof.peak_growth)
         _ts_prof.peak_next = _ts_prof.live_bytes * (1 + (double)_ts_prof.peak_growth / 100);
@@ -605,6 +658,8 @@ __attribute__((constructor)) static void prof_constructor(void) {
     _ts_prof.interval = _ts_option_env(TS_OPTID_PROF_INTERVAL, NULL);
     _ts_prof.unwind = (int)_ts_option_env(TS_OPTID_PROF_UNWIND, NULL);
     _ts_prof.leak_exitcode = _ts_option_env(TS_OPTID_LEAKS_EXITCODE, NULL);
+    atomic_store_explicit(&_ts_prof.active, _ts_option_env(TS_OPTID_PROF_ACTIVE, NULL) != 0,
+                          memory_order_relaxed);
     seed = (uint64_t)_ts_option_env(TS_OPTID_PROF_SEED, NULL);
     const char *file = _ts_env("TSALLOC_PROF_FILE");
     if (!file || !*file || strlen(file) >= sizeof _ts_prof.file) file = "tsalloc.%p.heap";
@@ -616,6 +671,23 @@ __attribute__((constructor)) static void prof_constructor(void) {
     if (_ts_prof.unwind == 2 || (_ts_prof.unwind == 1 && !_ts_prof_unwind_ok()))
         _ts_prof_walk_prepare();
     _ts_os_keep_stderr();
+    int sig = prof ? (int)_ts_option_env(TS_OPTID_PROF_SIGNAL, NULL) : 0;
+    if (sig) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_dump_signal;
+        sa.sa_flags = SA_RESTART; /* the program's interrupted calls go on */
+        sigemptyset(&sa.sa_mask);
+        _ts_prof.signal = sig; /* before the handler can run: prof_unlock reads it */
+        if (sigaction(sig, &sa, NULL) != 0) {
+            _ts_prof.signal = 0;
+            char line[128];
+            int n =
+                _ts_format(line, sizeof line,
+                           "tsalloc: TSALLOC_PROF_SIGNAL=%d: the signal cannot be handled\n", sig);
+            _ts_os_write_stderr(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        }
+    }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(prof_exit);
     _ts_prof_on = 1;

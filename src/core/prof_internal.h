@@ -9,6 +9,7 @@
 #ifndef TS_CORE_PROF_INTERNAL_H
 #define TS_CORE_PROF_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -45,8 +46,14 @@ typedef struct ts_prof_state {
     double interval_next;
     unsigned seq; /* the %n of the next numbered profile */
     bool holder_exiting;
+    /* Outside the lock: whether allocations are sampled (ts_prof_set_active),
+     * and a profile that TSALLOC_PROF_SIGNAL asked for while the lock was
+     * held, written by whoever takes the lock next or releases it. */
+    _Atomic unsigned char active;
+    _Atomic unsigned char dump_pending;
     /* the options, read once by the constructor */
     long long rate, peak_growth, interval, leak_exitcode;
+    int signal; /* TSALLOC_PROF_SIGNAL: 0, or the signal whose handler writes a profile */
     bool final, leaks, write;
     int unwind;
     char file[512]; /* TSALLOC_PROF_FILE */

@@ -5,7 +5,8 @@ the profiles (read with tools/tsalloc_prof.py) and the leak report with
 the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
-Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, launcher, cxx,
+Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, sigdump,
+active, launcher, cxx,
 reuse, unwind, zero, prefixed, google_pprof
 (PROGRAM is prof_cxx for cxx, prof_unwind for unwind, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
@@ -384,6 +385,54 @@ def case_dump(tmp):
         check(cum(tsalloc_prof.load(path), "dumped_fn") == 1 << 20, "dumped_fn's blocks live")
     _, truth = run(["dump", path + ".off"], {}, tmp)
     check(truth.get("dump_result") == 1, "ts_prof_dump returns -1 without the profiler")
+
+
+def case_sigdump(tmp):
+    """TSALLOC_PROF_SIGNAL: a profile from the handler itself when the
+    profiler's lock is free, and from the lock's holder when the signal
+    came while it held it (a thread blocked in ts_prof_dump's open of a
+    FIFO); a signal that cannot be handled is reported."""
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)
+    r, truth = run(["sigdump", fifo, "12"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                            "TSALLOC_PROF_FINAL": "0",
+                                            "TSALLOC_PROF_SIGNAL": "12"}, tmp)
+    if truth.get("no_syscall_file"):
+        print("skipped: /proc/self/task/*/syscall cannot be read here")
+        sys.exit(77)
+    check(truth.get("signal_handled") == 1, "the signal reached the thread in the lock")
+    check(truth.get("fifo_result") == 2 and truth.get("fifo_bytes", 0) > 0,
+          "ts_prof_dump wrote the FIFO (%s bytes)" % truth.get("fifo_bytes"))
+    pid = truth.get("pid")
+    names = sorted(f for f in os.listdir(tmp) if f != "fifo")
+    check(names == ["p.%s.heap.0" % pid, "p.%s.heap.1" % pid],
+          "a numbered profile for each signal: %s" % names)
+    for name in names:
+        prof = tsalloc_prof.load(os.path.join(tmp, name))
+        check(cum(prof, "dumped_fn") == 1 << 20, "%s: dumped_fn's blocks live" % name)
+    r, _ = run(["leaks"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SIGNAL": "9"}, tmp)
+    check("TSALLOC_PROF_SIGNAL=9: the signal cannot be handled" in r.stderr,
+          "SIGKILL refused with a message")
+
+
+def case_active(tmp):
+    """ts_prof_set_active and TSALLOC_PROF_ACTIVE=0: only what was allocated
+    while active is sampled; frees while inactive still leave the profile."""
+    env = {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1", "TSALLOC_PROF_ACTIVE": "0"}
+    _, truth = run(["active"], env, tmp)
+    check(truth.get("state_at_start") == 1 and truth.get("on_returns") == 1,
+          "inactive from the start")
+    check(truth.get("off_returns") == 2 and truth.get("state_at_end") == 1,
+          "active in between, inactive after")
+    prof = only_profile(tmp)
+    if prof is not None:
+        check(cum(prof, "idle_kept", 2) == 0 and cum(prof, "late_kept", 2) == 0,
+              "nothing sampled while inactive")
+        check(cum(prof, "active_kept") == 1 << 20 and cum(prof, "active_kept", 0) == 128,
+              "active_kept: 128 of its 256 blocks live (%d bytes)" % cum(prof, "active_kept"))
+        check(cum(prof, "active_kept", 3) == 2 << 20, "active_kept: 2 MiB allocated")
+    _, truth = run(["active"], {}, tmp)
+    check(truth.get("state_at_start") == 0, "ts_prof_set_active returns -1 without the profiler")
 
 
 def case_launcher(tmp):

@@ -14,6 +14,15 @@
  *   twins        via_a and via_b call twin_leaf at the same stack depth,
  *                1000 times each, keeping 1000 and 3000 bytes a call
  *   dump PATH    ts_prof_dump(PATH) with dumped_fn's blocks live
+ *   sigdump FIFO SIG  with dumped_fn's blocks live: raise(SIG) (the handler
+ *                finds the profiler's lock free and writes a profile), then
+ *                pthread_kill(SIG) to a thread blocked in ts_prof_dump(FIFO)'s
+ *                open, that is inside the profiler's lock (the handler finds
+ *                it held); main then reads the FIFO, which lets that thread
+ *                finish and write the profile the signal asked for
+ *   active       ts_prof_set_active: idle_kept's blocks are made while
+ *                sampling is off, active_kept's while on (half of them freed
+ *                once it is off again), late_kept's after
  *   dlopen LIB   plugin_alloc of LIB (prof_plugin.c), loaded with dlopen
  *   altstack     alt_kept allocates in a signal handler on a sigaltstack
  *                with unmapped memory above it (raised by the program
@@ -31,6 +40,8 @@
  * Built with frame pointers and -rdynamic (symbols for dladdr).
  */
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -38,10 +49,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 int ts_prof_dump(const char *path) __attribute__((weak));
+int ts_prof_set_active(int active) __attribute__((weak));
 void *ts_malloc(size_t size) __attribute__((weak));
 void *ts_calloc(size_t count, size_t size) __attribute__((weak));
 void *ts_realloc(void *ptr, size_t size) __attribute__((weak));
@@ -166,6 +179,105 @@ static void on_term(int sig) {
 }
 NOINLINE void dumped_fn(void) {
     fill(&ldump, 1 << 20);
+}
+
+/* ---- sigdump ---- */
+static const char *fifo_path;
+static int fifo_result;
+static void *dump_to_fifo(void *arg) {
+    (void)arg;
+    fifo_result = ts_prof_dump(fifo_path);
+    return NULL;
+}
+/* The first line of /proc/self/task/TID/FILE, or "" . */
+static void task_line(pid_t tid, const char *file, const char *key, char *out, size_t cap) {
+    char path[128], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, file);
+    out[0] = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = 0;
+    char *at = key ? strstr(buf, key) : buf;
+    if (!at) return;
+    at += key ? strlen(key) : 0;
+    size_t len = strcspn(at, "\n");
+    if (len >= cap) len = cap - 1;
+    memcpy(out, at, len);
+    out[len] = 0;
+}
+static pid_t dump_tid;
+static void *dump_to_fifo_tid(void *arg) {
+    dump_tid = (pid_t)syscall(SYS_gettid);
+    return dump_to_fifo(arg);
+}
+/* Whether thread tid is blocked in openat(2) (the FIFO's open, which only
+ * returns once a reader comes) with signal sig no longer pending: its
+ * handler, if sent, has run and the open was restarted. */
+static int blocked_in_open(pid_t tid, int sig) {
+    char sys[64], pend[64];
+    task_line(tid, "syscall", NULL, sys, sizeof sys);
+    char num[16];
+    snprintf(num, sizeof num, "%d ", SYS_openat);
+    if (strncmp(sys, num, strlen(num)) != 0) return 0;
+    task_line(tid, "status", "SigPnd:", pend, sizeof pend);
+    unsigned long long mask = strtoull(pend, NULL, 16);
+    return !(mask >> (sig - 1) & 1);
+}
+static int sigdump(const char *fifo, int sig) {
+    char probe[64];
+    task_line((pid_t)syscall(SYS_gettid), "syscall", NULL, probe, sizeof probe);
+    if (!probe[0]) { /* no /proc/.../syscall here: the held case cannot be reached */
+        say("no_syscall_file", 1);
+        return 0;
+    }
+    say("pid", (unsigned long long)getpid());
+    dumped_fn();
+    raise(sig); /* the lock is free: written at once, as <name>.0 */
+    fifo_path = fifo;
+    pthread_t t;
+    if (pthread_create(&t, NULL, dump_to_fifo_tid, NULL) != 0) abort();
+    while (!__atomic_load_n(&dump_tid, __ATOMIC_ACQUIRE) || !blocked_in_open(dump_tid, sig))
+        sched_yield(); /* a state to reach, not a time to wait */
+    pthread_kill(t, sig);
+    while (!blocked_in_open(dump_tid, sig)) sched_yield();
+    say("signal_handled", 1);
+    int fd = open(fifo, O_RDONLY);
+    if (fd < 0) abort();
+    char buf[4096];
+    unsigned long long bytes = 0;
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) bytes += (unsigned long long)n;
+    close(fd);
+    pthread_join(t, NULL);
+    say("fifo_bytes", bytes);
+    say("fifo_result", (unsigned long long)(fifo_result + 2)); /* 2: success */
+    return 0;
+}
+
+/* ---- active ---- */
+static list_t lidle, lactive, llate;
+NOINLINE void idle_kept(void) {
+    fill(&lidle, 1 << 20);
+}
+NOINLINE void active_kept(void) { /* 256 blocks of 8 KiB */
+    for (int i = 0; i < 256; i++) keep(&lactive, malloc(8192), 8192);
+}
+NOINLINE void late_kept(void) {
+    fill(&llate, 1 << 20);
+}
+static int active(void) {
+    if (!ts_prof_set_active) return 2;
+    say("state_at_start", (unsigned long long)(ts_prof_set_active(-1) + 1)); /* 0: no profiler */
+    idle_kept();
+    say("on_returns", (unsigned long long)(ts_prof_set_active(1) + 1));
+    active_kept();
+    say("off_returns", (unsigned long long)(ts_prof_set_active(0) + 1));
+    for (size_t i = 0; i < 128; i++) free(lactive.v[i]); /* leave the profile though off */
+    late_kept();
+    say("state_at_end", (unsigned long long)(ts_prof_set_active(-1) + 1));
+    return 0;
 }
 
 static list_t lreuse;
@@ -324,6 +436,8 @@ int main(int argc, char **argv) {
         say("prefixed_objects", lprefixed.n);
         return 0;
     }
+    if (!strcmp(mode, "sigdump") && argc > 3) return sigdump(argv[2], atoi(argv[3]));
+    if (!strcmp(mode, "active")) return active();
     if (!strcmp(mode, "dump")) {
         dumped_fn();
         int r = ts_prof_dump ? ts_prof_dump(argv[2]) : -2;

@@ -45,7 +45,7 @@ def paired_text(c, sep="-", keys=PAIRED_KEYS):
 
 
 END_RSS_NOTE = ("what a workload still holds resident at its end (its rss_end_kb: churn "
-                "after the last wave, idle-owner and idle-owner-keep after their wait, a "
+                "after the last wave, the idle-owner workloads after their wait, a "
                 "command's last RSS sample before it exited), median MiB")
 
 

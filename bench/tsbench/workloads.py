@@ -157,6 +157,14 @@ WORKLOADS = [
               "--touch", "1", "--wait-ms", "1000"],
              ["--mb", "8", "--min", "16384", "--max", "409600", "--keep", "8",
               "--touch", "1", "--wait-ms", "200"], program="idle-owner"),
+    # idle-owner with main replacing random blocks first (as larson's main
+    # does): its own frees leave most of its pages with free blocks of their
+    # own, out of the full lists, when the worker takes over.
+    Workload("idle-owner-churn", "idle-owner, main replacing twice its blocks at random before "
+             "the worker frees them all: what stays resident",
+             ["--mb", "128", "--churn", "2", "--wait-ms", "1000"],
+             ["--mb", "4", "--churn", "2", "--wait-ms", "200"], program="idle-owner",
+             default=False),
     Workload("xthread", "disjoint threads: producers only malloc, consumers only free",
              ["--producers", "2", "--consumers", "2", "--blocks", "400000"],
              ["--producers", "1", "--consumers", "2", "--blocks", "4096", "--batch", "64",

@@ -16,13 +16,18 @@
  * the kept ones after the wait (not timed). check counts the bytes the
  * worker freed. --touch 1 writes every byte of each block (else only its
  * tags: small blocks are resident either way, big ones are not).
+ * --churn C: after the fill, main frees C times as many random blocks as it
+ * made and allocates a new one (of a new random size) for each, as a
+ * program that builds a structure and then replaces parts of it before it
+ * waits; its own frees leave free blocks in most of its pages (larson's
+ * main thread, before its workers take over its blocks). Not timed.
  */
 #include <pthread.h>
 
 #include "tsb.h"
 
 static long opt_mb = 128, opt_min = 16, opt_max = 1000, opt_wait_ms = 1000, opt_keep = 0,
-            opt_touch = 0;
+            opt_touch = 0, opt_churn = 0;
 
 static void **ptr;
 static uint32_t *size;
@@ -53,6 +58,7 @@ int main(int argc, char **argv) {
         {"wait-ms", &opt_wait_ms, NULL, "how long main waits after the frees"},
         {"keep", &opt_keep, NULL, "main keeps every K-th block (0: none)"},
         {"touch", &opt_touch, NULL, "1: write every byte of each block (else its tags only)"},
+        {"churn", &opt_churn, NULL, "main replaces this many times its blocks, at random, first"},
         {0}};
     tsb_start("idle-owner");
     tsb_parse(argc, argv, opts);
@@ -60,6 +66,7 @@ int main(int argc, char **argv) {
     tsb_require(opt_min >= 8 && opt_max >= opt_min && opt_max < (1L << 31), "8 <= min <= max");
     tsb_require(opt_wait_ms >= 0 && opt_wait_ms <= 600000, "0 <= wait-ms <= 600000");
     tsb_require(opt_keep >= 0, "keep >= 0");
+    tsb_require(opt_churn >= 0 && opt_churn <= 100, "0 <= churn <= 100");
 
     uint64_t target = (uint64_t)opt_mb << 20;
     long cap = (long)(target / (uint64_t)opt_min) + 1;
@@ -79,6 +86,20 @@ int main(int argc, char **argv) {
         filled += n;
     }
     double fill_s = tsb_now() - t0;
+    for (long r = 0; r < opt_churn * count; r++) { /* sizes change, the sum hardly */
+        long k = (long)tsb_range(&rng, 0, (size_t)count - 1);
+        if (!tsb_tag_ok(ptr[k], size[k], tag_of(k))) tsb_fail("block %ld corrupted", k);
+        free(ptr[k]);
+        filled -= size[k];
+        size_t n = tsb_range(&rng, (size_t)opt_min, (size_t)opt_max);
+        void *p = malloc(n);
+        if (!p) tsb_fail("malloc(%zu) returned NULL", n);
+        if (opt_touch) memset(p, 0x5a, n);
+        tsb_tag(p, n, tag_of(k));
+        ptr[k] = p;
+        size[k] = (uint32_t)n;
+        filled += n;
+    }
     long rss_filled_kb = tsb_rss_kb();
     pthread_t worker;
     double t1 = tsb_now();

@@ -65,6 +65,19 @@ static void rescue_wake(ts_heap_t *heap) {
         _ts_purge_schedule_look();
 }
 
+/* A push gave back all or nearly all the blocks of a queue page (not the
+ * head) of `heap`: should the heap be idle, the purge thread may rescue the
+ * page (rescue.c). Once until its next look. */
+static void queue_wake(ts_heap_t *heap) {
+    /* Set, the flag waits for a look; a parked heap's last look took it
+     * (rescue.c), so the push that sets it again wakes the heap. */
+    if (atomic_load_explicit(&heap->rescue_queue, memory_order_relaxed) ||
+        atomic_exchange_explicit(&heap->rescue_queue, 1, memory_order_seq_cst))
+        return;
+    _ts_purge_schedule_look();
+    rescue_wake(heap);
+}
+
 /* The page is in its owner's full list: give the chain to the owner heap,
  * which frees the blocks itself and so sees the page has room. */
 static void notify_owner(ts_page_t *page, ts_block_t *head, ts_block_t *tail) {
@@ -115,6 +128,8 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
             }
             continue;
         }
+        if (ts_unlikely(st == TS_TF_RESCUED))
+            _ts_double_free("free", head); /* every block of the page is free */
         ts_block_t *old = ts_tf_ptr(w);
         if (ts_unlikely(old == head)) _ts_double_free("free", head);
         ts_link_set(page, tail, old);
@@ -129,7 +144,12 @@ void _ts_page_push_remote(ts_page_t *page, ts_block_t *head, ts_block_t *tail, u
         _ts_sweep_request();
     /* A full page has all its blocks back but at most one hand-over batch:
      * with its owner idle, the purge thread may rescue it now (rescue.c). */
-    if (full_owner && ts_unlikely(ts_tf_count(w) + count >= near_all)) rescue_wake(full_owner);
+    if (ts_unlikely(ts_tf_count(w) + count >= near_all)) {
+        if (full_owner)
+            rescue_wake(full_owner);
+        else if (owner_word && !(owner_word & TS_OWNER_FLAGS))
+            queue_wake((ts_heap_t *)owner_word);
+    }
 }
 
 void _ts_rbatch_flush(ts_heap_t *heap, ts_rbatch_t *b) {

@@ -131,7 +131,7 @@ typedef struct ts_gstats {
     _Atomic size_t threads_exited;
     _Atomic size_t adopted;
     _Atomic size_t reclaimed_pages; /* pages of dead threads given back by the purge thread */
-    _Atomic size_t rescued_pages;   /* full pages of idle threads purged by it (rescue.c) */
+    _Atomic size_t rescued_pages;   /* pages of idle threads purged by it (rescue.c) */
     _Atomic size_t swept_bytes;     /* insides of free blocks purged by it (sweep.c) */
     _Atomic size_t swept_blocks;
     _Atomic size_t purge_runs;
@@ -242,6 +242,13 @@ TS_INLINE void *ts_queue_pop(ts_heap_t *heap, unsigned cls) {
 TS_HIDDEN void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);
+/* The owner walks the blocks of one of its pages (heap check, visit): a
+ * queue page that is not the head, or a full page, is claimed meanwhile so
+ * that the purge thread does not purge it under the walk. Returns the owner
+ * word to give back (0: nothing claimed), and *rescued when every block of
+ * the page is free and purged (nothing to walk). */
+TS_HIDDEN uintptr_t _ts_page_hold(ts_heap_t *heap, ts_page_t *page, bool *rescued);
+TS_HIDDEN void _ts_page_unhold(ts_page_t *page, uintptr_t word);
 TS_HIDDEN void _ts_page_detach(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_settle_notify(ts_page_t *page);
 TS_HIDDEN uint32_t _ts_page_live(const ts_page_t *page);
@@ -329,6 +336,9 @@ TS_HIDDEN ts_segment_t *_ts_segment_map_new(bool huge_first_half);
 TS_HIDDEN void _ts_segment_unmap(ts_segment_t *seg);
 TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);
 TS_HIDDEN unsigned _ts_segments_sweep(const ts_sweep_set_t *set); /* the sweep's walk */
+/* The queue pages of idle `heap` whose blocks all came back: rescued
+ * (rescue.c); pool lock held. Returns how many. */
+TS_HIDDEN unsigned _ts_segments_rescue(ts_heap_t *heap);
 TS_HIDDEN void _ts_segments_count(size_t *total, size_t *owned);
 TS_HIDDEN size_t _ts_segments_reserved(void); /* reserved, not yet handed out (tests) */
 /* fn for every mapped segment, then fn(NULL), all under the registry lock
@@ -519,6 +529,16 @@ TS_HIDDEN bool _ts_purge_thread_running(void);
 /* ---- rescue.c ------------------------------------------------------------ */
 
 TS_HIDDEN uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now); /* one heap, pool lock held */
+/* A queue page of idle heap taken for a rescue (registry lock held): the
+ * page claimed and its thread_free list taken; finished without the lock. */
+typedef struct ts_qheld {
+    ts_page_t *page;
+    uint64_t tf; /* the thread_free word taken */
+    bool purged;
+} ts_qheld_t;
+TS_HIDDEN bool _ts_rescue_queue_take(ts_page_t *page, ts_heap_t *heap, ts_qheld_t *h);
+TS_HIDDEN void _ts_rescue_queue_purge(ts_qheld_t *h);
+TS_HIDDEN bool _ts_rescue_queue_publish(const ts_qheld_t *h);
 
 /* ---- sweep.c ------------------------------------------------------------- */
 

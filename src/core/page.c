@@ -68,14 +68,39 @@ static void set_direct(ts_heap_t *heap, unsigned cls, ts_page_t *page) {
     heap->head[cls] = page;
 }
 
-/* Make the first page of a queue the head of its class. */
-static void head_install(ts_heap_t *heap, ts_page_t *page) {
+static void wait_briefly(unsigned *spins);
+
+/* Make the first page of a queue the head of its class; false when the purge
+ * thread rescued it meanwhile (rescue.c: every block free, the memory
+ * purged), for the caller to retire. The owner word changes by CAS: the
+ * purge thread may hold the page claimed, and the head is the one queue page
+ * it never claims. */
+static bool head_install(ts_heap_t *heap, ts_page_t *page) {
     ts_assert(heap->queue[page->cls].first == page && !page->is_head && !page->in_full);
+    if (ts_class_is_list(page->cls)) {
+        unsigned spins = 0;
+        for (;;) {
+            uintptr_t w = (uintptr_t)heap;
+            if (atomic_compare_exchange_weak_explicit(&page->owner, &w,
+                                                      (uintptr_t)heap | TS_OWNER_HEAD,
+                                                      memory_order_acquire, memory_order_acquire))
+                break;
+            if (w == ((uintptr_t)heap | TS_OWNER_CLAIMED)) {
+                wait_briefly(&spins);
+            } else if (w == ((uintptr_t)heap | TS_OWNER_FULL) &&
+                       atomic_load_explicit(&page->rescued, memory_order_relaxed)) {
+                return false;
+            } else if (w != (uintptr_t)heap) { /* not a word the purge thread left */
+                atomic_store_explicit(&page->owner, (uintptr_t)heap | TS_OWNER_HEAD,
+                                      memory_order_relaxed);
+                break;
+            }
+        }
+        page->is_head = 1;
+        page->used = TS_HEAD_USED_BIAS; /* frees count down, mallocs do not count */
+    }
     set_direct(heap, page->cls, page);
-    if (!ts_class_is_list(page->cls)) return;
-    page->is_head = 1;
-    page->used = TS_HEAD_USED_BIAS; /* frees count down, mallocs do not count */
-    atomic_store_explicit(&page->owner, (uintptr_t)heap | TS_OWNER_HEAD, memory_order_relaxed);
+    return true;
 }
 
 /* The head stops being head: `used` is exact again (the blocks not on the
@@ -87,7 +112,8 @@ static void head_release(ts_heap_t *heap, ts_page_t *page) {
     page->used = page->capacity - chain_length(page);
     ts_assert(page->used <= page->capacity);
     if (TS_CHECKED) (void)_ts_check_page_list(page, "page release");
-    atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
+    /* Release: a claim (rescue.c) then sees is_head and used as left here. */
+    atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
 }
 
 /* Blocks of the page in use (the owner thread only). */
@@ -97,12 +123,23 @@ uint32_t _ts_page_live(const ts_page_t *page) {
 
 /* ---- queues ---------------------------------------------------------------- */
 
-/* After any change of a queue: its first page is the installed head. */
+static void page_release(ts_heap_t *heap, ts_page_t *page);
+static void list_unlink(ts_page_queue_t *q, ts_page_t *page);
+
+/* After any change of a queue: its first page is the installed head. Pages
+ * the purge thread rescued that come first are retired on the way (every
+ * block of theirs is free; their lists are not looked at). */
 static void queue_fix_head(ts_heap_t *heap, unsigned cls) {
-    ts_page_t *first = heap->queue[cls].first, *cur = heap->head[cls];
+    ts_page_queue_t *q = &heap->queue[cls];
+    ts_page_t *first = q->first, *cur = heap->head[cls];
     if (cur == (first ? first : &_ts_page_empty)) return;
     if (cur != &_ts_page_empty) head_release(heap, cur);
-    if (first) head_install(heap, first);
+    while (first && !head_install(heap, first)) {
+        if (heap->big_linger == first) heap->big_linger = NULL;
+        list_unlink(q, first);
+        page_release(heap, first);
+        first = q->first;
+    }
 }
 
 static void list_unlink(ts_page_queue_t *q, ts_page_t *page) {
@@ -356,11 +393,13 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
     unsigned spins = 0;
     for (;;) {
         uintptr_t w = (uintptr_t)heap | TS_OWNER_FULL;
+        /* Release as well: a claim of the queue page (rescue.c) then sees
+         * what the owner wrote before. */
         if (atomic_compare_exchange_strong_explicit(&page->owner, &w, (uintptr_t)heap,
-                                                    memory_order_acquire, memory_order_relaxed))
+                                                    memory_order_acq_rel, memory_order_relaxed))
             break;
         if (w != ((uintptr_t)heap | TS_OWNER_CLAIMED)) { /* not from the full list: as before */
-            atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
+            atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
             break;
         }
         wait_briefly(&spins);
@@ -378,6 +417,35 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
             break;
     }
     _ts_queue_push_back(heap, page);
+}
+
+uintptr_t _ts_page_hold(ts_heap_t *heap, ts_page_t *page, bool *rescued) {
+    *rescued = false;
+    unsigned spins = 0;
+    for (;;) {
+        uintptr_t w = ts_page_owner(page);
+        if (w == ((uintptr_t)heap | TS_OWNER_CLAIMED)) { /* the purge thread's */
+            wait_briefly(&spins);
+            continue;
+        }
+        if (atomic_load_explicit(&page->rescued, memory_order_acquire)) {
+            *rescued = true;
+            return 0;
+        }
+        if (w != (uintptr_t)heap && w != ((uintptr_t)heap | TS_OWNER_FULL)) return 0; /* the head */
+        if (atomic_compare_exchange_weak_explicit(&page->owner, &w,
+                                                  (uintptr_t)heap | TS_OWNER_CLAIMED,
+                                                  memory_order_acquire, memory_order_relaxed)) {
+            if (!atomic_load_explicit(&page->rescued, memory_order_acquire)) return w;
+            *rescued = true; /* between the two loads */
+            atomic_store_explicit(&page->owner, w, memory_order_release);
+            return 0;
+        }
+    }
+}
+
+void _ts_page_unhold(ts_page_t *page, uintptr_t word) {
+    if (word) atomic_store_explicit(&page->owner, word, memory_order_release);
 }
 
 /* A page no heap list holds any more goes back to its segment, once a remote
@@ -481,7 +549,7 @@ static ts_page_t *page_fresh(ts_heap_t *heap, unsigned cls, bool may_adopt, bool
     }
     if (page) {
         if (page->cls == cls) {
-            atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
+            atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
             if (!page->free) page_refill(page);
         } else {
             relayout_purge(page, cls);
@@ -630,7 +698,11 @@ void _ts_pages_collect(ts_heap_t *heap, bool force) {
             /* Every block handed out came back: retire it. */
             if (ts_page_take_all_back(page)) {
                 /* `used` stays the count taken back (page_release zeroes it) */
-                _ts_page_retire(heap, page); /* `next` stays queued */
+                _ts_page_retire(heap, page);
+                /* Its queue's new first page may have been rescued and retired
+                 * with it (queue_fix_head), `next` among them: a released
+                 * page's owner word is 0. Then from the first again. */
+                if (next && !ts_page_owner(next)) next = heap->queue[cls].first;
             }
             page = next;
         }

@@ -193,6 +193,33 @@ TS_RACY_READER unsigned _ts_segments_sweep(const ts_sweep_set_t *set) {
     return found;
 }
 
+TS_RACY_READER unsigned _ts_segments_rescue(ts_heap_t *heap) {
+    unsigned rescued = 0;
+    ts_qheld_t held[TS_MAX_PAGES];
+    pthread_mutex_lock(&registry_lock);
+    for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
+        if (atomic_load_explicit(&seg->owner, memory_order_relaxed) != heap ||
+            (seg->kind != TS_KIND_SMALL && seg->kind != TS_KIND_MEDIUM))
+            continue;
+        unsigned count = seg->page_count < TS_MAX_PAGES ? seg->page_count : TS_MAX_PAGES, n = 0;
+        for (unsigned i = seg->first_page; i < count; i++)
+            if (_ts_rescue_queue_take(&seg->pages[i], heap, &held[n])) n++;
+        if (!n) continue;
+        /* A page taken keeps the segment mapped and registered until it is
+         * published (its owner may retire it from then on): the last one is
+         * published under the lock, before the walk goes on (sweep.c too). */
+        pthread_mutex_unlock(&registry_lock);
+        for (unsigned k = 0; k < n; k++) {
+            _ts_rescue_queue_purge(&held[k]);
+            if (k + 1 < n) rescued += _ts_rescue_queue_publish(&held[k]);
+        }
+        pthread_mutex_lock(&registry_lock);
+        rescued += _ts_rescue_queue_publish(&held[n - 1]);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return rescued;
+}
+
 /* Before the sweep purges inside a page in use: its half no longer asks for
 
  * (racy reads: a snapshot). Blocks waiting in a freeing thread's batch count

@@ -1,5 +1,6 @@
-/* Rescue: the purge thread gives back the memory of full pages whose blocks
- * other threads freed while the page's owner thread was idle.
+/* Rescue: the purge thread gives back the memory of pages whose blocks other
+ * threads freed while the page's owner thread was idle: full pages, and
+ * pages waiting in the owner's queues (below, "queue pages").
  *
  * Why: only the owner takes blocks back into its pages (its fast paths use no
  * atomics), so when a thread fills pages and then waits (a producer in
@@ -21,21 +22,36 @@
  * it: a hand-over to it, or a push that leaves at most one batch of a page
  * out (free.c).
  *
+ * Queue pages get no hand-over: a push that leaves at most one batch of one
+ * out sets the heap's rescue_queue flag, and the idle heap's look walks its
+ * segments in the registry (registry.c, _ts_segments_rescue) for queue pages
+ * whose thread_free holds every block handed out (_ts_rescue_queue_take).
+ * Such a page is claimed, its list taken, purged, and published RESCUED in
+ * thread_free, FULL in the owner word; the owner retires it without reading
+ * its lists (page.c: queue_fix_head, _ts_pages_collect, _ts_page_detach).
+ *
  * Invariants:
  * - A page is touched only while claimed: page->owner moves from
  *   heap | FULL to heap | CLAIMED by CAS, and back by CAS (release). The
  *   owner takes a page out of the full list by CAS too (page.c, unfull),
  *   waiting while it is claimed; at thread exit the pool lock keeps passes
  *   away (heap.c). The owner's frees of a claimed page go the remote way
- *   (free.c). A rescued page keeps no block anywhere: its list is empty,
- *   `used` and thread_free are 0.
+ *   (free.c). A rescued full page keeps no block anywhere: its list is
+ *   empty, `used` and thread_free are 0. A rescued queue page keeps its
+ *   `used` and a stale list, which nobody reads; thread_free is RESCUED
+ *   with `used` blocks, and a push onto it is a double free.
+ * - A queue page is claimed only from the exact word heap (not the head,
+ *   not full); the owner installs a head by CAS from heap and waits while it
+ *   is claimed, and ts_page_take_all_back refuses a claimed page, so nothing
+ *   retires it before it is published, by the pass's last access to it.
  * - Blocks taken from `delayed` are put back only after their page is
  *   unclaimed (the owner would otherwise unfull a claimed page).
  * - The pass runs under the pool lock (heap.c): heaps are not freed under
  *   it, a heap being abandoned (state set under that lock) is skipped, and a
  *   fork waits for the pass.
  *
- * Lock order: pool lock, then a segment's spinlock (segment.c).
+ * Lock order: pool lock, then the registry lock (queue pages), then a
+ * segment's spinlock (segment.c).
  */
 #include "core/internal.h"
 
@@ -70,6 +86,91 @@ static bool rescue_claimed(const run_t *r) {
         return false;
     }
     atomic_store_explicit(&page->rescued, 1, memory_order_relaxed);
+    return true;
+}
+
+/* ---- queue pages ---- */
+
+/* A queue page of idle `heap` (registry lock held; the pool lock keeps the
+ * heap from being abandoned): taken when every block it handed out waits in
+ * its thread_free list. The page is claimed first, which stops the owner from
+ * making it the head (page.c, head_install) or walking it, and sends the
+ * owner's frees into it to the slow path. Only a free that read the owner
+ * word before the claim can still land: a local free of the page's last live
+ * block, whose stores to `free` and `used` come before `used` shows the
+ * count taken here, or after the rescue onto a page that is retired without
+ * a look at its list; either way every block is free. Then the list is taken
+ * by one CAS, which a remote double free or the owner's collection can only
+ * precede. */
+/* The owner's own fields of a queue page, read racily (the owner writes
+ * them without atomics): whether n blocks out would be all of them, on a
+ * fully carved queue page of a list class that is not the head. Under the
+ * claim they hold still but for the one free described above. */
+TS_RACY_READER static bool queue_page_all_back(const ts_page_t *page, uint32_t n,
+                                               uint32_t *reserved) {
+    *reserved = page->reserved;
+    return page->cls < TS_CLASS_COUNT && ts_class_is_list(page->cls) && !page->is_head &&
+           !page->in_full && n && n == *(const volatile uint32_t *)&page->used;
+}
+
+/* thread_free holds n > 0 blocks, with no hand-over and no detachment. */
+static bool tf_plain(uint64_t w) {
+    return ts_tf_count(w) && ts_tf_state(w) == TS_TF_NORMAL && !(w & TS_TF_DETACHED);
+}
+
+bool _ts_rescue_queue_take(ts_page_t *page, ts_heap_t *heap, ts_qheld_t *h) {
+    uint32_t reserved;
+    if (ts_page_state(page) != TS_PAGE_IN_USE) return false;
+    uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_relaxed);
+    if (!tf_plain(w) || !queue_page_all_back(page, ts_tf_count(w), &reserved)) return false;
+    uintptr_t claimed = (uintptr_t)heap | TS_OWNER_CLAIMED, own = (uintptr_t)heap;
+    if (!atomic_compare_exchange_strong_explicit(&page->owner, &own, claimed, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false; /* the head, full, or not this heap's */
+    w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
+    /* carved == reserved, acquired: every block was carved, and what the
+     * owner wrote while carving is seen here (the purge reads `touched`). */
+    if (ts_page_state(page) == TS_PAGE_IN_USE && tf_plain(w) &&
+        queue_page_all_back(page, ts_tf_count(w), &reserved) &&
+        atomic_load_explicit(&page->carved, memory_order_acquire) == reserved &&
+        atomic_compare_exchange_strong_explicit(&page->thread_free, &w,
+                                                ts_tf_make(NULL, 0, TS_TF_RESCUED),
+                                                memory_order_acquire, memory_order_relaxed)) {
+        *h = (ts_qheld_t){page, w, false};
+        return true;
+    }
+    atomic_compare_exchange_strong_explicit(&page->owner, &claimed, (uintptr_t)heap,
+                                            memory_order_release, memory_order_relaxed);
+    return false;
+}
+
+/* Purge a page taken (no lock needed). */
+void _ts_rescue_queue_purge(ts_qheld_t *h) {
+    h->purged = _ts_segment_purge_in_use(h->page);
+}
+
+/* Leave a purged page for its owner to retire: thread_free RESCUED with the
+ * count, then the owner word FULL (a free into it is a double free), by the
+ * last access to the page: from then on the owner may retire it
+ * (ts_page_take_all_back refuses while the page is claimed), and its segment
+ * may go. A page the OS refused to purge is left as it was. Returns whether
+ * it was rescued. */
+bool _ts_rescue_queue_publish(const ts_qheld_t *h) {
+    ts_page_t *page = h->page;
+    uintptr_t claimed = ts_page_owner(page);
+    uintptr_t heap = claimed & ~TS_OWNER_FLAGS;
+    if (!h->purged) {
+        atomic_store_explicit(&page->thread_free, h->tf, memory_order_release);
+        atomic_compare_exchange_strong_explicit(&page->owner, &claimed, heap, memory_order_release,
+                                                memory_order_relaxed);
+        return false;
+    }
+    atomic_store_explicit(&page->rescued, 1, memory_order_relaxed);
+    atomic_store_explicit(&page->thread_free, ts_tf_make(NULL, ts_tf_count(h->tf), TS_TF_RESCUED),
+                          memory_order_release);
+    atomic_fetch_add_explicit(&_ts_stats.rescued_pages, 1, memory_order_relaxed);
+    atomic_compare_exchange_strong_explicit(&page->owner, &claimed, heap | TS_OWNER_FULL,
+                                            memory_order_release, memory_order_relaxed);
     return true;
 }
 
@@ -150,9 +251,24 @@ static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
  * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
  * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
  * idle process whose idle thread keeps some blocks out sleeps. */
+/* Blocks wait for the heap: handed over for full pages, or pushed back to a
+ * queue page that may now have them all. */
+static bool heap_waiting(ts_heap_t *heap) {
+    return atomic_load_explicit(&heap->delayed, memory_order_relaxed) ||
+           atomic_load_explicit(&heap->rescue_queue, memory_order_relaxed);
+}
+
+/* Everything that can be rescued of an idle heap now. */
+static uint32_t rescue_all(ts_heap_t *heap, uint32_t stamp) {
+    uint32_t rescued = rescue_heap(heap, stamp);
+    if (atomic_load_explicit(&heap->rescue_queue, memory_order_relaxed) &&
+        atomic_exchange_explicit(&heap->rescue_queue, 0, memory_order_relaxed))
+        rescued += _ts_segments_rescue(heap);
+    return rescued;
+}
+
 uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
-    if (heap->state != TS_HEAP_ACTIVE ||
-        !atomic_load_explicit(&heap->delayed, memory_order_relaxed)) {
+    if (heap->state != TS_HEAP_ACTIVE || !heap_waiting(heap)) {
         heap->rescue_armed = 0;
         heap->rescue_backoff = 0;
         atomic_store_explicit(&heap->rescue_parked, 0, memory_order_relaxed);
@@ -185,7 +301,7 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
         return now + period < heap->rescue_idle_at ? now + period : heap->rescue_idle_at;
     }
     if (now < heap->rescue_at) return heap->rescue_at; /* backing off */
-    uint32_t rescued = rescue_heap(heap, slow);
+    uint32_t rescued = rescue_all(heap, slow);
     heap->rescue_seen_slow = slow;
     if (!rescued && heap->rescue_backoff == RESCUE_BACKOFF_MAX) {
         /* Park, then look once more: a push that came before the heap was
@@ -193,12 +309,12 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
          * woken, the next look waits a period, so that wake-ups coalesce. */
         atomic_store_explicit(&heap->rescue_parked, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
-        rescued = rescue_heap(heap, slow);
+        rescued = rescue_all(heap, slow);
         heap->rescue_at = now + period;
         if (!rescued) return UINT64_MAX;
         atomic_store_explicit(&heap->rescue_parked, 0, memory_order_relaxed);
     }
-    if (!atomic_load_explicit(&heap->delayed, memory_order_relaxed)) {
+    if (!heap_waiting(heap)) {
         heap->rescue_armed = 0;
         return UINT64_MAX;
     }

@@ -157,7 +157,7 @@ uint64_t _ts_segment_purge_pages(ts_segment_t *seg, uint64_t mask, uint64_t now)
 
 bool _ts_segment_purge_in_use(ts_page_t *page) {
     ts_segment_t *seg = ts_segment_of(page);
-    ts_assert(ts_page_state(page) == TS_PAGE_IN_USE && page->in_full && page->used == 0);
+    ts_assert(ts_page_state(page) == TS_PAGE_IN_USE); /* claimed, every block free (rescue.c) */
     ts_seg_lock(seg);
     huge_halves_split(seg, 1u << page_half(seg, page->index));
     bool purged = _ts_os_purge((void *)page->base, page->area);

@@ -107,11 +107,15 @@ typedef struct ts_segment ts_segment_t;
  * its blocks to the owner heap's delayed list instead, so the owner learns
  * the page has room again. NOTIFYING: that hand-over is in progress (the
  * owner waits for it before it abandons the heap).
+ * RESCUED: every block of the page is free and its memory was purged by the
+ * purge thread while the page waited, in its idle owner's queue, for the
+ * owner (rescue.c): the count says how many blocks that is, with no list; a
+ * push onto it is a double free, and the owner retires the page.
  * Bit 2, TS_TF_DETACHED: the owner's heap was abandoned with blocks of this
  * page out (set before the segment joins the abandoned list, cleared when a
  * heap adopts it): a remote freer learns from the word its CAS replaced that
  * it must ask for a reclaim pass; the owner read before the CAS may be stale. */
-enum { TS_TF_NORMAL = 0, TS_TF_NOTIFY = 1, TS_TF_NOTIFYING = 2 };
+enum { TS_TF_NORMAL = 0, TS_TF_NOTIFY = 1, TS_TF_NOTIFYING = 2, TS_TF_RESCUED = 3 };
 #define TS_TF_DETACHED    ((uint64_t)4)
 #define TS_TF_COUNT_SHIFT 48
 #define TS_TF_PTR_MASK    ((((uint64_t)1 << TS_TF_COUNT_SHIFT) - 1) & ~(uint64_t)15)
@@ -137,8 +141,11 @@ TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
 #define TS_OWNER_FULL  ((uintptr_t)1)
 #define TS_OWNER_HEAD  ((uintptr_t)2)
 #define TS_OWNER_FLAGS ((uintptr_t)3)
-/* Both bits: a page of the full list that the purge thread is looking at
- * (rescue.c); whoever would take it out of the full list waits. */
+/* Both bits: a page that the purge thread is looking at (rescue.c: one of
+ * the full list, or a queue page that is not the head), or that its owner
+ * walks (ts_heap_check, ts_heap_visit); whoever would change it waits. A
+ * queue page the purge thread rescued is left with TS_OWNER_FULL, so that
+ * any free into it takes the slow path, which names it a double free. */
 #define TS_OWNER_CLAIMED TS_OWNER_FLAGS
 /* A head page's `used` while it is head (see the invariants above). */
 #define TS_HEAD_USED_BIAS ((uint32_t)1 << 31)
@@ -200,8 +207,9 @@ typedef struct ts_page {
     uint8_t rbatch_max;    /* a batch of this page's blocks is pushed at this count */
     uint8_t index;         /* position in its segment */
     _Atomic uint8_t state; /* TS_PAGE_*: written under the segment lock, read anywhere */
-    /* In the full list with every block free and its memory purged
-     * (rescue.c): a free into it is a double free. */
+    /* Every block free and the memory purged (rescue.c): a full page, or a
+     * queue page waiting for its owner to retire it. A free into it is a
+     * double free. */
     _Atomic uint8_t rescued;
     /* Remote-written. */
     _Alignas(64) _Atomic uint64_t thread_free;
@@ -281,6 +289,10 @@ TS_INLINE uintptr_t ts_page_owner(const ts_page_t *page) {
 TS_INLINE bool ts_page_take_all_back(ts_page_t *page) {
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
     if (ts_tf_count(w) != page->used) return false;
+    /* The purge thread holds the page (rescue.c): its word is not final. */
+    if ((atomic_load_explicit(&page->owner, memory_order_acquire) & TS_OWNER_FLAGS) ==
+        TS_OWNER_CLAIMED)
+        return false;
     if (!ts_tf_count(w)) return true;
     if (!atomic_compare_exchange_strong_explicit(&page->thread_free, &w,
                                                  ts_tf_make(NULL, 0, ts_tf_state(w)),
@@ -420,7 +432,10 @@ struct ts_heap {
     /* rescue.c gave up looking (nothing came of its last looks): a new
      * hand-over, or a push that may complete a page, asks it to look again. */
     _Atomic uint8_t rescue_parked;
-    char delayed_pad[119];
+    /* A remote push may have given back every block of one of its queue
+     * pages: rescue.c looks at its queue pages at its next idle look. */
+    _Atomic uint8_t rescue_queue;
+    char delayed_pad[118];
 };
 
 /* ---- the sweep (sweep.c) ------------------------------------------------- */

@@ -37,7 +37,19 @@
  * 8. A purge delay lowered while a heap waits applies to it: armed with a
  *    10 s delay (idle in 50 s), then 20 ms, its pages are rescued within
  *    the test's 20 s wait (before, only 5 old delays after the first look).
- * core_rescue_tsan runs 2, 5 and 4 under ThreadSanitizer (tsan.cmake).
+ * 9. Queue pages: the owner fills small pages, then frees one block of each
+ *    itself, so that none is full (each has a free block on its own list,
+ *    in its queue); another thread frees the rest. Passes driven by hand
+ *    rescue every such page but the heads, purged; the owner then allocates
+ *    again (blocks intact) and retires them: after its malloc_trim its pages
+ *    in use are back where they started.
+ * 10. A double free into a rescued queue page aborts with the usual message,
+ *    by another thread and by the owner.
+ * 11. The owner frees the last live block of each of its queue pages (and
+ *    checks its heap) while a driver runs passes without pause: a pass may
+ *    claim a page while such a free is under way. Blocks stay intact, the
+ *    heap consistent, and no page is lost.
+ * core_rescue_tsan runs 2, 5, 9, 11 and 4 under ThreadSanitizer (tsan.cmake).
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -103,6 +115,7 @@ static void trim(owner_t *o) {
 static void *free_owner_blocks(void *arg) {
     owner_t *o = arg;
     for (size_t i = 0; i < o->n; i++) {
+        if (!o->blocks[i]) continue; /* freed by the owner */
         CHECK(intact(o->blocks[i], o->sizes[i], i * 2654435761u + 1));
         free(o->blocks[i]);
         o->blocks[i] = NULL;
@@ -407,6 +420,181 @@ static void test_unfull_race(void) {
            RACE_ROUNDS, atomic_load(&_ts_stats.rescued_pages) - rescued0);
 }
 
+/* ---- 9 ---- */
+
+#define N9 12000
+
+static size_t small_size(size_t i) { /* 16 B .. 1000 B: small pages */
+    return 16 + (i * 37) % 985;
+}
+static void alloc_small(owner_t *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        o->sizes[i] = small_size(i);
+        o->blocks[i] = malloc(o->sizes[i]);
+        CHECK(o->blocks[i] != NULL);
+        fill(o->blocks[i], o->sizes[i], i * 2654435761u + 1);
+    }
+}
+/* The owner frees the first of its blocks on each page: no page stays full,
+ * every page but the heads waits in a queue with a block on its own list. */
+static size_t queue_pages;
+static void free_one_per_page(owner_t *o) {
+    ts_page_t **seen = calloc(o->n, sizeof *seen);
+    CHECK(seen != NULL);
+    size_t n = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        ts_page_t *page = NULL;
+        CHECK(_ts_locate(o->blocks[i], &page) == TS_PTR_BLOCK);
+        size_t k = 0;
+        while (k < n && seen[k] != page) k++;
+        if (k < n) continue;
+        seen[n++] = page;
+        CHECK(intact(o->blocks[i], o->sizes[i], i * 2654435761u + 1));
+        free(o->blocks[i]);
+        o->blocks[i] = NULL;
+    }
+    queue_pages = n;
+    free(seen);
+}
+
+static void test_queue_pages(void) {
+    CHECK(ts_option_set("purge_delay_ms", 600000)); /* the helper's looks come too late */
+    owner_t o;
+    pthread_t t = owner_start(&o, N9);
+    owner_run(&o, trim);
+    size_t pages0 = pages_in_use();
+    size_t committed0 = atomic_load(&_ts_stats.committed);
+    owner_run(&o, alloc_small);
+    owner_run(&o, free_one_per_page);
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    pthread_t freer; /* frees the rest and exits, which pushes its batches */
+    CHECK(pthread_create(&freer, NULL, free_owner_blocks, &o) == 0);
+    CHECK(pthread_join(freer, NULL) == 0);
+    size_t committed1 = atomic_load(&_ts_stats.committed);
+    rescue_passes();
+    size_t rescued = atomic_load(&_ts_stats.rescued_pages) - rescued0;
+    /* All but the heads: at most one a class (63 classes of small pages
+     * here at most; measured: rescued = pages - 62). */
+    CHECK_MSG(rescued + 64 >= queue_pages && queue_pages > 50, "%zu of %zu queue pages rescued",
+              rescued, queue_pages);
+    size_t committed2 = atomic_load(&_ts_stats.committed);
+    CHECK_MSG(committed1 - committed2 >= rescued * 32 * 1024,
+              "committed %zu -> %zu KB for %zu pages rescued", committed1 >> 10, committed2 >> 10,
+              rescued);
+    /* The owner wakes: it allocates as usual, its blocks intact, and retires
+     * the rescued pages. */
+    owner_run(&o, alloc_small);
+    owner_run(&o, check_free_all);
+    owner_run(&o, trim);
+    CHECK_MSG(pages_in_use() <= pages0 + 4, "pages in use %zu, %zu before (rescued ones leaked?)",
+              pages_in_use(), pages0);
+    CHECK_MSG(atomic_load(&_ts_stats.committed) <= committed0 + 4 * MB,
+              "committed %zu KB after the owner's trim, %zu before",
+              atomic_load(&_ts_stats.committed) >> 10, committed0 >> 10);
+    printf("queue pages: %zu of %zu rescued (the rest heads), committed %zu -> %zu KB\n", rescued,
+           queue_pages, committed1 >> 10, committed2 >> 10);
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+}
+
+/* ---- 10 ---- */
+
+/* blocks[66]: the barrier; blocks[67]: (void *)1 when the owner double-frees. */
+static void *owner_queue_then_wait(void *arg) {
+    void **blocks = arg;
+    fill_one_page(blocks);
+    free(blocks[0]); /* out of the full list: the page waits in its queue */
+    pthread_barrier_t *b = (pthread_barrier_t *)blocks[66];
+    pthread_barrier_wait(b); /* ready */
+    pthread_barrier_wait(b); /* main freed the page's other blocks and it was rescued */
+    if (blocks[67] == (void *)1) free(blocks[5]);
+    pthread_barrier_wait(b);
+    return NULL;
+}
+static void double_free_into_rescued_queue(void *how) {
+    CHECK(ts_option_set("purge_delay_ms", 600000));
+    void *blocks[68];
+    pthread_barrier_t b;
+    pthread_barrier_init(&b, NULL, 2);
+    blocks[66] = &b;
+    blocks[67] = how;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, owner_queue_then_wait, blocks) == 0);
+    pthread_barrier_wait(&b);
+    for (int i = 1; i < 64; i++) free(blocks[i]);
+    malloc_trim(0); /* pushes main's batches */
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    rescue_passes();
+    CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "the queue page was not rescued");
+    pthread_barrier_wait(&b);
+    if (!how) free(blocks[5]); /* every block of that page is free already */
+    pthread_barrier_wait(&b);
+}
+
+/* ---- 11 ---- */
+
+/* The first block of each page of race_blocks (in allocation order). */
+static int race_page_first(size_t i) {
+    ts_page_t *page = NULL, *prev = NULL;
+    (void)_ts_locate(race_blocks[i], &page);
+    if (i) (void)_ts_locate(race_blocks[i - 1], &prev);
+    return !i || page != prev;
+}
+static void qrace_alloc(owner_t *o) {
+    race_alloc(o);
+    for (size_t i = 0; i < RACE_N; i++) /* out of the full list, into the queue */
+        if (race_page_first(i)) {
+            CHECK(intact(race_blocks[i], 1024, i + 7));
+            free(race_blocks[i]);
+        }
+}
+static void qrace_free_kept(owner_t *o) {
+    (void)o;
+    for (size_t k = 0; k < race_nkept; k++) {
+        free(race_kept[k]); /* the last live block of its page */
+        if (k % 16 == 0) ts_heap_check();
+    }
+    ts_heap_check();
+}
+
+static void test_queue_race(void) {
+    CHECK(ts_option_set("purge_delay_ms", 1));
+    owner_t o;
+    pthread_t t = owner_start(&o, 0), d;
+    owner_run(&o, trim);
+    size_t pages0 = pages_in_use();
+    atomic_store(&race_stop, 0);
+    CHECK(pthread_create(&d, NULL, race_driver, NULL) == 0);
+    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+    for (int r = 0; r < RACE_ROUNDS; r++) {
+        owner_run(&o, qrace_alloc);
+        race_nkept = 0;
+        for (size_t i = 0; i < RACE_N; i++) { /* keep the last block of each page */
+            if (race_page_first(i)) continue; /* the owner's */
+            if ((i + 1 == RACE_N || race_page_first(i + 1)) && race_nkept <= RACE_PAGES) {
+                race_kept[race_nkept++] = race_blocks[i];
+            } else {
+                CHECK(intact(race_blocks[i], 1024, i + 7));
+                free(race_blocks[i]);
+            }
+        }
+        malloc_trim(0); /* main's batches reach the pages */
+        atomic_store(&race_drive, 1);
+        owner_run(&o, qrace_free_kept);
+        atomic_store(&race_drive, 0);
+    }
+    atomic_store(&race_stop, 1);
+    CHECK(pthread_join(d, NULL) == 0);
+    owner_run(&o, trim);
+    CHECK_MSG(pages_in_use() <= pages0 + 4, "pages in use %zu, %zu before (pages lost?)",
+              pages_in_use(), pages0);
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+    printf("owner frees the last blocks of its queue pages during passes: %d rounds, %zu pages "
+           "rescued\n",
+           RACE_ROUNDS, atomic_load(&_ts_stats.rescued_pages) - rescued0);
+}
+
 /* ---- 6 ---- */
 
 static int heap_parked(void *heap) {
@@ -553,7 +741,9 @@ int main(void) {
     free(malloc(1));
 #ifdef RESCUE_TSAN /* the races only: RSS, aborts and timing are core_rescue's */
     test_blocks_out();
+    test_queue_pages();
     test_unfull_race();
+    test_queue_race();
     test_stress();
     return 0;
 #endif
@@ -564,7 +754,13 @@ int main(void) {
                           "tsalloc: free(): double free of 0x")); /* by the owner */
     CHECK(ts_expect_abort(double_free_into_rescued, (void *)2,
                           "tsalloc: realloc(): double free of 0x"));
+    test_queue_pages();
+    CHECK(ts_expect_abort(double_free_into_rescued_queue, NULL,
+                          "tsalloc: free(): double free of 0x"));
+    CHECK(ts_expect_abort(double_free_into_rescued_queue, (void *)1,
+                          "tsalloc: free(): double free of 0x")); /* by the owner */
     test_unfull_race();
+    test_queue_race();
     test_parking();
     test_busy_owner(true);
     test_busy_owner(false);

@@ -24,7 +24,8 @@
  *    checked before its free.
  * 5. The owner frees the last block of each of its full pages (taking them
  *    off its full list) while a driver runs passes without pause: no page of
- *    its queues may be left marked full or rescued.
+ *    its queues may be left marked full or rescued, but as a rescued queue
+ *    page (9).
  * 6. Parking: with blocks still out the helper stops looking at the heap
  *    (no pass in a second), and a free that makes a page whole wakes it: the
  *    page is rescued.
@@ -253,38 +254,43 @@ static void *fill_one_page(void *arg) {
     blocks[64] = malloc(1024);                             /* the next page: the first is full */
     return NULL;
 }
-/* blocks[66]: the barrier; blocks[67]: (void *)1 when the owner double-frees. */
+/* how & 3: 0, another thread frees a block of the rescued page; 1, its
+ * owner does; 2, another thread reallocs it within its class (which would
+ * otherwise keep it in place). HOW_QUEUE: the page is a queue page (10). */
+#define HOW_QUEUE 4
+/* blocks[66]: the barrier; blocks[67]: how. */
 static void *owner_fill_then_wait(void *arg) {
     void **blocks = arg;
+    uintptr_t how = (uintptr_t)blocks[67];
     fill_one_page(blocks);
+    if (how & HOW_QUEUE) free(blocks[0]); /* out of the full list, into its queue */
     pthread_barrier_t *b = (pthread_barrier_t *)blocks[66];
     pthread_barrier_wait(b); /* filled */
     pthread_barrier_wait(b); /* main freed the page's blocks and it was rescued */
-    if (blocks[67] == (void *)1) free(blocks[5]);
+    if ((how & 3) == 1) free(blocks[5]);
     pthread_barrier_wait(b);
     return NULL;
 }
-/* how: NULL, another thread frees a block of the rescued page; (void *)1,
- * its owner does; (void *)2, another thread reallocs it within its class
- * (which would otherwise keep it in place). */
-static void double_free_into_rescued(void *how) {
+static void double_free_into_rescued(void *arg) {
+    uintptr_t how = (uintptr_t)arg;
     CHECK(ts_option_set("purge_delay_ms", 600000));
     void *blocks[68];
     pthread_barrier_t b;
     pthread_barrier_init(&b, NULL, 2);
     blocks[66] = &b;
-    blocks[67] = how;
+    blocks[67] = arg;
     pthread_t t;
     CHECK(pthread_create(&t, NULL, owner_fill_then_wait, blocks) == 0);
     pthread_barrier_wait(&b);
-    for (int i = 0; i < 64; i++) free(blocks[i]);
+    for (int i = how & HOW_QUEUE ? 1 : 0; i < 64; i++) free(blocks[i]);
     malloc_trim(0); /* pushes main's batches */
     size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
     rescue_passes();
-    CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "the full page was not rescued");
+    CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "the %s page was not rescued",
+              how & HOW_QUEUE ? "queue" : "full");
     pthread_barrier_wait(&b);
-    if (!how) free(blocks[5]); /* every block of that page is free already */
-    if (how == (void *)2) (void)!realloc(blocks[5], 1000);
+    if ((how & 3) == 0) free(blocks[5]); /* every block of that page is free already */
+    if ((how & 3) == 2) (void)!realloc(blocks[5], 1000);
     pthread_barrier_wait(&b);
 }
 
@@ -374,15 +380,64 @@ static void race_alloc(owner_t *o) {
         fill(race_blocks[i], 1024, i + 7);
     }
 }
-/* The owner frees its kept blocks: each takes a full page off the full list. */
+/* The owner frees its kept blocks: each takes a full page off the full list.
+ * A queue page may then be rescued as a queue page (thread_free RESCUED),
+ * never left marked as a rescued full page. */
 static void race_free_kept(owner_t *o) {
     (void)o;
     for (size_t k = 0; k < race_nkept; k++) free(race_kept[k]);
     ts_heap_t *h = _ts_tls_heap;
     for (unsigned c = 0; c < TS_CLASS_COUNT; c++)
-        for (ts_page_t *p = h->queue[c].first; p; p = p->next)
-            race_bad += (atomic_load(&p->owner) & TS_OWNER_FLAGS) == TS_OWNER_FULL ||
-                        atomic_load(&p->rescued);
+        for (ts_page_t *p = h->queue[c].first; p; p = p->next) {
+            bool as_queue_page = ts_tf_state(atomic_load(&p->thread_free)) == TS_TF_RESCUED;
+            race_bad +=
+                !as_queue_page && ((atomic_load(&p->owner) & TS_OWNER_FLAGS) == TS_OWNER_FULL ||
+                                   atomic_load(&p->rescued));
+        }
+}
+
+/* The first block of each page of race_blocks (in allocation order). */
+static int race_page_first(size_t i) {
+    ts_page_t *page = NULL, *prev = NULL;
+    (void)_ts_locate(race_blocks[i], &page);
+    if (i) (void)_ts_locate(race_blocks[i - 1], &prev);
+    return !i || page != prev;
+}
+static void qrace_alloc(owner_t *o) {
+    race_alloc(o);
+    for (size_t i = 0; i < RACE_N; i++) /* out of the full list, into the queue */
+        if (race_page_first(i)) {
+            CHECK(intact(race_blocks[i], 1024, i + 7));
+            free(race_blocks[i]);
+        }
+}
+static void qrace_free_kept(owner_t *o) {
+    (void)o;
+    for (size_t k = 0; k < race_nkept; k++) {
+        free(race_kept[k]); /* the last live block of its page */
+        if (k % 16 == 0) ts_heap_check();
+    }
+    ts_heap_check();
+}
+
+/* A round of 5 (queue false) or 11: the owner allocates (for 11 it frees
+ * the first block of each page itself), main frees every block but the last
+ * of each page, and the owner frees those while the driver runs passes. */
+static void race_round(owner_t *o, bool queue) {
+    owner_run(o, queue ? qrace_alloc : race_alloc);
+    race_nkept = 0;
+    for (size_t i = 0; i < RACE_N; i++) {
+        if (queue && race_page_first(i)) continue; /* the owner's */
+        CHECK(intact(race_blocks[i], 1024, i + 7));
+        if ((i + 1 == RACE_N || race_page_first(i + 1)) && race_nkept <= RACE_PAGES)
+            race_kept[race_nkept++] = race_blocks[i]; /* the last block of its page */
+        else
+            free(race_blocks[i]);
+    }
+    malloc_trim(0); /* main's batches reach the pages */
+    atomic_store(&race_drive, 1);
+    owner_run(o, queue ? qrace_free_kept : race_free_kept);
+    atomic_store(&race_drive, 0);
 }
 
 static void test_unfull_race(void) {
@@ -391,25 +446,7 @@ static void test_unfull_race(void) {
     pthread_t t = owner_start(&o, 0), d;
     CHECK(pthread_create(&d, NULL, race_driver, NULL) == 0);
     size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
-    for (int r = 0; r < RACE_ROUNDS && !race_bad; r++) {
-        owner_run(&o, race_alloc);
-        race_nkept = 0;
-        for (size_t i = 0; i < RACE_N; i++) { /* keep the last block of each page */
-            ts_page_t *page = NULL, *next = NULL;
-            (void)_ts_locate(race_blocks[i], &page);
-            if (i + 1 < RACE_N) (void)_ts_locate(race_blocks[i + 1], &next);
-            if (next != page && race_nkept <= RACE_PAGES) {
-                CHECK(intact(race_blocks[i], 1024, i + 7));
-                race_kept[race_nkept++] = race_blocks[i];
-            } else {
-                free(race_blocks[i]);
-            }
-        }
-        malloc_trim(0); /* main's batches reach the pages */
-        atomic_store(&race_drive, 1);
-        owner_run(&o, race_free_kept);
-        atomic_store(&race_drive, 0);
-    }
+    for (int r = 0; r < RACE_ROUNDS && !race_bad; r++) race_round(&o, false);
     atomic_store(&race_stop, 1);
     CHECK(pthread_join(d, NULL) == 0);
     CHECK_MSG(race_bad == 0, "%ld queued pages left marked full or rescued", race_bad);
@@ -499,63 +536,10 @@ static void test_queue_pages(void) {
 
 /* ---- 10 ---- */
 
-/* blocks[66]: the barrier; blocks[67]: (void *)1 when the owner double-frees. */
-static void *owner_queue_then_wait(void *arg) {
-    void **blocks = arg;
-    fill_one_page(blocks);
-    free(blocks[0]); /* out of the full list: the page waits in its queue */
-    pthread_barrier_t *b = (pthread_barrier_t *)blocks[66];
-    pthread_barrier_wait(b); /* ready */
-    pthread_barrier_wait(b); /* main freed the page's other blocks and it was rescued */
-    if (blocks[67] == (void *)1) free(blocks[5]);
-    pthread_barrier_wait(b);
-    return NULL;
-}
-static void double_free_into_rescued_queue(void *how) {
-    CHECK(ts_option_set("purge_delay_ms", 600000));
-    void *blocks[68];
-    pthread_barrier_t b;
-    pthread_barrier_init(&b, NULL, 2);
-    blocks[66] = &b;
-    blocks[67] = how;
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, owner_queue_then_wait, blocks) == 0);
-    pthread_barrier_wait(&b);
-    for (int i = 1; i < 64; i++) free(blocks[i]);
-    malloc_trim(0); /* pushes main's batches */
-    size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
-    rescue_passes();
-    CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "the queue page was not rescued");
-    pthread_barrier_wait(&b);
-    if (!how) free(blocks[5]); /* every block of that page is free already */
-    pthread_barrier_wait(&b);
-}
+/* double_free_into_rescued with HOW_QUEUE: the owner frees the page's first
+ * block itself, which takes it off the full list into its queue. */
 
 /* ---- 11 ---- */
-
-/* The first block of each page of race_blocks (in allocation order). */
-static int race_page_first(size_t i) {
-    ts_page_t *page = NULL, *prev = NULL;
-    (void)_ts_locate(race_blocks[i], &page);
-    if (i) (void)_ts_locate(race_blocks[i - 1], &prev);
-    return !i || page != prev;
-}
-static void qrace_alloc(owner_t *o) {
-    race_alloc(o);
-    for (size_t i = 0; i < RACE_N; i++) /* out of the full list, into the queue */
-        if (race_page_first(i)) {
-            CHECK(intact(race_blocks[i], 1024, i + 7));
-            free(race_blocks[i]);
-        }
-}
-static void qrace_free_kept(owner_t *o) {
-    (void)o;
-    for (size_t k = 0; k < race_nkept; k++) {
-        free(race_kept[k]); /* the last live block of its page */
-        if (k % 16 == 0) ts_heap_check();
-    }
-    ts_heap_check();
-}
 
 static void test_queue_race(void) {
     CHECK(ts_option_set("purge_delay_ms", 1));
@@ -566,23 +550,7 @@ static void test_queue_race(void) {
     atomic_store(&race_stop, 0);
     CHECK(pthread_create(&d, NULL, race_driver, NULL) == 0);
     size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
-    for (int r = 0; r < RACE_ROUNDS; r++) {
-        owner_run(&o, qrace_alloc);
-        race_nkept = 0;
-        for (size_t i = 0; i < RACE_N; i++) { /* keep the last block of each page */
-            if (race_page_first(i)) continue; /* the owner's */
-            if ((i + 1 == RACE_N || race_page_first(i + 1)) && race_nkept <= RACE_PAGES) {
-                race_kept[race_nkept++] = race_blocks[i];
-            } else {
-                CHECK(intact(race_blocks[i], 1024, i + 7));
-                free(race_blocks[i]);
-            }
-        }
-        malloc_trim(0); /* main's batches reach the pages */
-        atomic_store(&race_drive, 1);
-        owner_run(&o, qrace_free_kept);
-        atomic_store(&race_drive, 0);
-    }
+    for (int r = 0; r < RACE_ROUNDS; r++) race_round(&o, true);
     atomic_store(&race_stop, 1);
     CHECK(pthread_join(d, NULL) == 0);
     owner_run(&o, trim);
@@ -755,9 +723,9 @@ int main(void) {
     CHECK(ts_expect_abort(double_free_into_rescued, (void *)2,
                           "tsalloc: realloc(): double free of 0x"));
     test_queue_pages();
-    CHECK(ts_expect_abort(double_free_into_rescued_queue, NULL,
+    CHECK(ts_expect_abort(double_free_into_rescued, (void *)HOW_QUEUE,
                           "tsalloc: free(): double free of 0x"));
-    CHECK(ts_expect_abort(double_free_into_rescued_queue, (void *)1,
+    CHECK(ts_expect_abort(double_free_into_rescued, (void *)(HOW_QUEUE | 1),
                           "tsalloc: free(): double free of 0x")); /* by the owner */
     test_unfull_race();
     test_queue_race();

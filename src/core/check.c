@@ -106,12 +106,12 @@ static void check_heap_page(const ts_heap_t *heap, const ts_page_t *page, unsign
                   full ? "in" : "out of");
     /* A full page's count and list are the purge thread's to change while it
      * holds the page claimed (rescue.c): only the queues' pages are walked,
-     * held against a claim meanwhile; a rescued page has no list. */
+     * with the heap marked walking; a rescued page has no list. */
     if (full) return;
-    bool rescued;
-    uintptr_t held = _ts_page_hold((ts_heap_t *)heap, (ts_page_t *)page, &rescued);
-    if (!rescued) check_page_count(page, _ts_check_page_list(page, where), where);
-    _ts_page_unhold((ts_page_t *)page, held);
+    _ts_heap_walk_begin((ts_heap_t *)heap);
+    if (_ts_page_walkable((ts_heap_t *)heap, (ts_page_t *)page))
+        check_page_count(page, _ts_check_page_list(page, where), where);
+    _ts_heap_walk_end((ts_heap_t *)heap);
 }
 
 static void check_page_list_links(const ts_heap_t *heap, const ts_page_queue_t *q, unsigned cls,

@@ -226,11 +226,11 @@ static bool page_all_free(const ts_page_t *page) {
            (!page->is_head && page->used == 0);
 }
 
-/* The live blocks of each page are found while the page is held against the
- * purge thread (which would purge a page whose blocks all came back, marks
- * and all), and visited after: a visitor may allocate, which may take the
- * page for the head. At most 4096 blocks a page: 16-byte blocks of a small
- * page (a medium page holds blocks over 8 KiB, a big one over 64 KiB). */
+/* The live blocks of each page are found while the heap is marked walking
+ * (the purge thread then rescues none of its pages: it would purge a page
+ * whose blocks all came back, marks and all), and visited after: a visitor
+ * may allocate, and a rescue may come between pages. At most 4096 blocks a page: 16-byte blocks of
+ * a small page (a medium page holds blocks over 8 KiB, a big one over 64 KiB). */
 #define TS_PAGE_BLOCKS_MAX (((size_t)1 << TS_SHIFT_SMALL) / 16)
 _Static_assert(((size_t)1 << TS_SHIFT_MEDIUM) / TS_SMALL_PAGE_MAX <= TS_PAGE_BLOCKS_MAX &&
                    ((size_t)1 << TS_SHIFT_BIG) / TS_MEDIUM_PAGE_MAX <= TS_PAGE_BLOCKS_MAX,
@@ -239,15 +239,14 @@ static bool visit_list(ts_heap_t *h, const ts_page_queue_t *q, ts_heap_visitor_t
     uint64_t live[TS_PAGE_BLOCKS_MAX / 64];
     for (ts_page_t *page = q->first; page; page = page->next) {
         if (page_all_free(page)) continue;
-        bool rescued;
-        uintptr_t held = _ts_page_hold(h, page, &rescued);
-        uint32_t n = rescued ? 0 : page->capacity;
+        _ts_heap_walk_begin(h);
+        uint32_t n = _ts_page_walkable(h, page) ? page->capacity : 0;
         ts_assert(n <= TS_PAGE_BLOCKS_MAX);
         memset(live, 0, (n + 63) / 64 * sizeof live[0]);
         uintptr_t b = page->start;
         for (uint32_t k = 0; k < n; k++, b += page->block_size)
             if (!ts_block_marked(page, (void *)b)) live[k / 64] |= (uint64_t)1 << (k % 64);
-        _ts_page_unhold(page, held);
+        _ts_heap_walk_end(h);
         uintptr_t start = page->start; /* the visitor's frees may retire the page */
         uint32_t bs = page->block_size;
         for (uint32_t k = 0; k < n; k++)

@@ -242,13 +242,15 @@ TS_INLINE void *ts_queue_pop(ts_heap_t *heap, unsigned cls) {
 TS_HIDDEN void _ts_page_push_local(ts_heap_t *heap, ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_retire(ts_heap_t *heap, ts_page_t *page);
-/* The owner walks the blocks of one of its pages (heap check, visit): a
- * queue page that is not the head, or a full page, is claimed meanwhile so
- * that the purge thread does not purge it under the walk. Returns the owner
- * word to give back (0: nothing claimed), and *rescued when every block of
- * the page is free and purged (nothing to walk). */
-TS_HIDDEN uintptr_t _ts_page_hold(ts_heap_t *heap, ts_page_t *page, bool *rescued);
-TS_HIDDEN void _ts_page_unhold(ts_page_t *page, uintptr_t word);
+/* The owner walks the blocks of its pages (heap check, visit): between
+ * begin and end the purge thread claims none of the heap's pages for a
+ * rescue (rescue.c), and _ts_page_walkable waits out a claim made before
+ * and says whether the page still has blocks to walk (false: rescued, every
+ * block free and purged). A flag, not a claim of each page, so that a fork
+ * meanwhile leaves no page claimed in the child. */
+TS_HIDDEN void _ts_heap_walk_begin(ts_heap_t *heap);
+TS_HIDDEN void _ts_heap_walk_end(ts_heap_t *heap);
+TS_HIDDEN bool _ts_page_walkable(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_detach(ts_heap_t *heap, ts_page_t *page);
 TS_HIDDEN void _ts_page_settle_notify(ts_page_t *page);
 TS_HIDDEN uint32_t _ts_page_live(const ts_page_t *page);

@@ -419,33 +419,24 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
     _ts_queue_push_back(heap, page);
 }
 
-uintptr_t _ts_page_hold(ts_heap_t *heap, ts_page_t *page, bool *rescued) {
-    *rescued = false;
-    unsigned spins = 0;
-    for (;;) {
-        uintptr_t w = ts_page_owner(page);
-        if (w == ((uintptr_t)heap | TS_OWNER_CLAIMED)) { /* the purge thread's */
-            wait_briefly(&spins);
-            continue;
-        }
-        if (atomic_load_explicit(&page->rescued, memory_order_acquire)) {
-            *rescued = true;
-            return 0;
-        }
-        if (w != (uintptr_t)heap && w != ((uintptr_t)heap | TS_OWNER_FULL)) return 0; /* the head */
-        if (atomic_compare_exchange_weak_explicit(&page->owner, &w,
-                                                  (uintptr_t)heap | TS_OWNER_CLAIMED,
-                                                  memory_order_acquire, memory_order_relaxed)) {
-            if (!atomic_load_explicit(&page->rescued, memory_order_acquire)) return w;
-            *rescued = true; /* between the two loads */
-            atomic_store_explicit(&page->owner, w, memory_order_release);
-            return 0;
-        }
-    }
+/* The flag and the claims are ordered by a full fence on each side: either
+ * the purge thread sees the flag after its claim (and lets the page go), or
+ * the walk sees the claim (and waits for it). */
+void _ts_heap_walk_begin(ts_heap_t *heap) {
+    atomic_store_explicit(&heap->walking, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
 }
 
-void _ts_page_unhold(ts_page_t *page, uintptr_t word) {
-    if (word) atomic_store_explicit(&page->owner, word, memory_order_release);
+void _ts_heap_walk_end(ts_heap_t *heap) {
+    atomic_store_explicit(&heap->walking, 0, memory_order_release);
+}
+
+bool _ts_page_walkable(ts_heap_t *heap, ts_page_t *page) {
+    unsigned spins = 0;
+    while (atomic_load_explicit(&page->owner, memory_order_acquire) ==
+           ((uintptr_t)heap | TS_OWNER_CLAIMED))
+        wait_briefly(&spins);
+    return !atomic_load_explicit(&page->rescued, memory_order_relaxed);
 }
 
 /* A page no heap list holds any more goes back to its segment, once a remote

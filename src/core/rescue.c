@@ -44,6 +44,9 @@
  *   not full); the owner installs a head by CAS from heap and waits while it
  *   is claimed, and ts_page_take_all_back refuses a claimed page, so nothing
  *   retires it before it is published, by the pass's last access to it.
+ * - No page of a heap whose owner walks its blocks (heap->walking: heap
+ *   check, visit) is rescued: the flag is read after the claim, a fence on
+ *   each side.
  * - Blocks taken from `delayed` are put back only after their page is
  *   unclaimed (the owner would otherwise unfull a claimed page).
  * - The pass runs under the pool lock (heap.c): heaps are not freed under
@@ -56,6 +59,14 @@
 #include "core/internal.h"
 
 #define RESCUE_BACKOFF_MAX 6 /* looks 1, 2, ... 2^6 periods apart, then it parks */
+
+/* After a claim: the owner walks its pages' blocks (page.c,
+ * _ts_heap_walk_begin), so the page is let go untouched. The fence pairs
+ * with the owner's. */
+static bool owner_walking(const ts_heap_t *heap) {
+    atomic_thread_fence(memory_order_seq_cst);
+    return atomic_load_explicit(&heap->walking, memory_order_relaxed) != 0;
+}
 
 /* A run of the taken list: blocks of one page, consecutive in the list. */
 typedef struct run {
@@ -127,6 +138,10 @@ bool _ts_rescue_queue_take(ts_page_t *page, ts_heap_t *heap, ts_qheld_t *h) {
     if (!atomic_compare_exchange_strong_explicit(&page->owner, &own, claimed, memory_order_acquire,
                                                  memory_order_relaxed))
         return false; /* the head, full, or not this heap's */
+    if (owner_walking(heap)) {
+        atomic_store_explicit(&heap->rescue_queue, 1, memory_order_relaxed); /* next look */
+        goto unclaim;
+    }
     w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
     /* carved == reserved, acquired: every block was carved, and what the
      * owner wrote while carving is seen here (the purge reads `touched`). */
@@ -139,6 +154,7 @@ bool _ts_rescue_queue_take(ts_page_t *page, ts_heap_t *heap, ts_qheld_t *h) {
         *h = (ts_qheld_t){page, w, false};
         return true;
     }
+unclaim:
     atomic_compare_exchange_strong_explicit(&page->owner, &claimed, (uintptr_t)heap,
                                             memory_order_release, memory_order_relaxed);
     return false;
@@ -209,7 +225,7 @@ static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
         bool done = false;
         if (atomic_compare_exchange_strong_explicit(&r.page->owner, &full, claimed,
                                                     memory_order_acquire, memory_order_relaxed)) {
-            done = rescue_claimed(&r);
+            done = !owner_walking(heap) && rescue_claimed(&r);
             /* By CAS: should some owner path have stored over the claim (a
              * bug), its value stays. */
             uintptr_t c = claimed;

@@ -381,6 +381,7 @@ struct ts_heap {
     uint32_t rbatch_used;
     uint16_t rbatch_clock;       /* counts free_remote calls (mod 2^16): the age of batches */
     _Atomic uint32_t slow_count; /* owner: relaxed load and store; rescue.c reads it */
+    _Atomic uint8_t walking; /* the owner walks its pages' blocks (page.c, _ts_heap_walk_begin) */
     /* Pages of the full list the purge thread rescued (rescue.c): the owner
      * retires them at its next collection. */
     _Atomic uint32_t rescued;

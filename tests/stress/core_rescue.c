@@ -41,7 +41,8 @@
  * 9. Queue pages: the owner fills small pages, then frees one block of each
  *    itself, so that none is full (each has a free block on its own list,
  *    in its queue); another thread frees the rest. Passes driven by hand
- *    rescue every such page but the heads, purged; the owner then allocates
+ *    rescue every such page but the heads, purged (none while the owner is
+ *    marked as walking its blocks); the owner then allocates
  *    again (blocks intact) and retires them: after its malloc_trim its pages
  *    in use are back where they started.
  * 10. A double free into a rescued queue page aborts with the usual message,
@@ -364,11 +365,21 @@ static size_t race_nkept;
 static _Atomic int race_drive, race_stop;
 static _Atomic long race_bad;
 
+/* The owner's heap, for 11: each pass looks at its queue pages too (a page
+ * its owner's own free completes asks for no look). */
+static ts_heap_t *_Atomic race_heap;
 static void *race_driver(void *arg) {
     (void)arg;
     uint64_t t = _ts_os_now_ns();
-    while (!atomic_load(&race_stop))
-        if (atomic_load(&race_drive)) (void)_ts_heaps_rescue(t += (uint64_t)1 << 32);
+    while (!atomic_load(&race_stop)) {
+        if (!atomic_load(&race_drive)) continue;
+        ts_heap_t *h = atomic_load(&race_heap);
+        if (h) { /* as a push that may complete a page does (free.c, queue_wake) */
+            atomic_store(&h->rescue_queue, 1);
+            atomic_store(&h->rescue_parked, 0);
+        }
+        (void)_ts_heaps_rescue(t += (uint64_t)1 << 32);
+    }
     return NULL;
 }
 
@@ -404,6 +415,7 @@ static int race_page_first(size_t i) {
     return !i || page != prev;
 }
 static void qrace_alloc(owner_t *o) {
+    atomic_store(&race_heap, _ts_tls_heap);
     race_alloc(o);
     for (size_t i = 0; i < RACE_N; i++) /* out of the full list, into the queue */
         if (race_page_first(i)) {
@@ -494,6 +506,15 @@ static void free_one_per_page(owner_t *o) {
     free(seen);
 }
 
+static void walk_begin(owner_t *o) {
+    (void)o;
+    _ts_heap_walk_begin(_ts_tls_heap);
+}
+static void walk_end(owner_t *o) {
+    (void)o;
+    _ts_heap_walk_end(_ts_tls_heap);
+}
+
 static void test_queue_pages(void) {
     CHECK(ts_option_set("purge_delay_ms", 600000)); /* the helper's looks come too late */
     owner_t o;
@@ -508,7 +529,15 @@ static void test_queue_pages(void) {
     CHECK(pthread_create(&freer, NULL, free_owner_blocks, &o) == 0);
     CHECK(pthread_join(freer, NULL) == 0);
     size_t committed1 = atomic_load(&_ts_stats.committed);
+    /* While the owner walks its blocks (heap check, visit), no page goes. */
+    owner_run(&o, walk_begin);
     rescue_passes();
+    CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) == rescued0,
+              "%zu pages rescued while their owner walked them",
+              atomic_load(&_ts_stats.rescued_pages) - rescued0);
+    owner_run(&o, walk_end);
+    /* The look that found it walking asked for another, backed off by now. */
+    (void)_ts_heaps_rescue(_ts_os_now_ns() + ((uint64_t)1 << 50));
     size_t rescued = atomic_load(&_ts_stats.rescued_pages) - rescued0;
     /* All but the heads: at most one a class (63 classes of small pages
      * here at most; measured: rescued = pages - 62). */
@@ -553,6 +582,7 @@ static void test_queue_race(void) {
     for (int r = 0; r < RACE_ROUNDS; r++) race_round(&o, true);
     atomic_store(&race_stop, 1);
     CHECK(pthread_join(d, NULL) == 0);
+    atomic_store(&race_heap, NULL);
     owner_run(&o, trim);
     CHECK_MSG(pages_in_use() <= pages0 + 4, "pages in use %zu, %zu before (pages lost?)",
               pages_in_use(), pages0);

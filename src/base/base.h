@@ -55,6 +55,7 @@ TS_INLINE uint64_t ts_mix64(uint64_t x) {
 
 /* Print "tsalloc: <formatted message>\n" to stderr (the _ts_format subset). */
 TS_HIDDEN void _ts_vmessage(const char *fmt, va_list ap);
+TS_HIDDEN void _ts_message(const char *fmt, ...);
 /* Print "tsalloc: <formatted message>\n" to stderr and abort(). */
 TS_HIDDEN TS_NORETURN void _ts_fatal(const char *fmt, ...);
 /* The message every design uses for a pointer it does not own, or a detected

@@ -16,6 +16,13 @@ void _ts_vmessage(const char *fmt, va_list ap) {
     _ts_os_write_stderr(buf, len);
 }
 
+void _ts_message(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    _ts_vmessage(fmt, ap);
+    va_end(ap);
+}
+
 void _ts_fatal(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

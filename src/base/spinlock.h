@@ -60,6 +60,11 @@ TS_INLINE bool ts_spin_trylock(ts_spinlock_t *lock) {
            !atomic_exchange_explicit(&lock->held, 1, memory_order_acquire);
 }
 
+/* One turn of a wait that only reads what it waits for: the CPU hint, and
+ * every TS_SPIN_LIMIT turns the CPU given up, so that a preempted holder
+ * gets to run (spinlock.c). */
+TS_HIDDEN void _ts_spin_turn(unsigned *spins);
+
 /* Waits for the lock and takes it (spinlock.c). */
 TS_HIDDEN void _ts_spin_wait(ts_spinlock_t *lock);
 

@@ -229,8 +229,9 @@ static bool page_all_free(const ts_page_t *page) {
 /* The live blocks of each page are found while the heap is marked walking
  * (the purge thread then rescues none of its pages: it would purge a page
  * whose blocks all came back, marks and all), and visited after: a visitor
- * may allocate, and a rescue may come between pages. At most 4096 blocks a page: 16-byte blocks of
- * a small page (a medium page holds blocks over 8 KiB, a big one over 64 KiB). */
+ * may allocate, and a rescue may come between pages. At most 4096 blocks a
+ * page: 16-byte blocks of a small page (a medium page holds blocks over
+ * 8 KiB, a big one over 64 KiB). */
 #define TS_PAGE_BLOCKS_MAX (((size_t)1 << TS_SHIFT_SMALL) / 16)
 _Static_assert(((size_t)1 << TS_SHIFT_MEDIUM) / TS_SMALL_PAGE_MAX <= TS_PAGE_BLOCKS_MAX &&
                    ((size_t)1 << TS_SHIFT_BIG) / TS_MEDIUM_PAGE_MAX <= TS_PAGE_BLOCKS_MAX,

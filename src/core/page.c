@@ -68,8 +68,6 @@ static void set_direct(ts_heap_t *heap, unsigned cls, ts_page_t *page) {
     heap->head[cls] = page;
 }
 
-static void wait_briefly(unsigned *spins);
-
 /* Make the first page of a queue the head of its class; false when the purge
  * thread rescued it meanwhile (rescue.c: every block free, the memory
  * purged), for the caller to retire. The owner word changes by CAS: the
@@ -86,7 +84,7 @@ static bool head_install(ts_heap_t *heap, ts_page_t *page) {
                                                       memory_order_acquire, memory_order_acquire))
                 break;
             if (w == ((uintptr_t)heap | TS_OWNER_CLAIMED)) {
-                wait_briefly(&spins);
+                _ts_spin_turn(&spins);
             } else if (w == ((uintptr_t)heap | TS_OWNER_FULL) &&
                        atomic_load_explicit(&page->rescued, memory_order_relaxed)) {
                 return false;
@@ -329,14 +327,6 @@ static bool page_refill(ts_page_t *page) {
     return page_extend(page);
 }
 
-static void wait_briefly(unsigned *spins) {
-    if (++*spins < 64) {
-        ts_cpu_relax();
-    } else {
-        _ts_os_yield();
-    }
-}
-
 /* Move an exhausted page (the head of its queue) to the full list. False
  * when blocks arrived from other threads meanwhile (they are now its free
  * blocks and it stays). */
@@ -351,7 +341,7 @@ static bool page_to_full(ts_heap_t *heap, ts_page_t *page) {
         unsigned st = ts_tf_state(w);
         if (st == TS_TF_NOTIFY) break;
         if (st == TS_TF_NOTIFYING) { /* an earlier hand-over is finishing */
-            wait_briefly(&spins);
+            _ts_spin_turn(&spins);
             continue;
         }
         if (atomic_compare_exchange_weak_explicit(&page->thread_free, &w,
@@ -376,7 +366,7 @@ void _ts_page_settle_notify(ts_page_t *page) {
         unsigned st = ts_tf_state(w);
         if (st == TS_TF_NORMAL) return;
         if (st == TS_TF_NOTIFYING) {
-            wait_briefly(&spins);
+            _ts_spin_turn(&spins);
             continue;
         }
         if (atomic_compare_exchange_weak_explicit(&page->thread_free, &w, w & ~(uint64_t)3,
@@ -402,7 +392,7 @@ void _ts_page_unfull(ts_heap_t *heap, ts_page_t *page) {
             atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
             break;
         }
-        wait_briefly(&spins);
+        _ts_spin_turn(&spins);
     }
     ts_assert(page->in_full);
     list_unlink(&heap->full, page);
@@ -435,7 +425,7 @@ bool _ts_page_walkable(ts_heap_t *heap, ts_page_t *page) {
     unsigned spins = 0;
     while (atomic_load_explicit(&page->owner, memory_order_acquire) ==
            ((uintptr_t)heap | TS_OWNER_CLAIMED))
-        wait_briefly(&spins);
+        _ts_spin_turn(&spins);
     return !atomic_load_explicit(&page->rescued, memory_order_relaxed);
 }
 

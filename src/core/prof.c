@@ -681,11 +681,7 @@ __attribute__((constructor)) static void prof_constructor(void) {
         _ts_prof.signal = sig; /* before the handler can run: prof_unlock reads it */
         if (sigaction(sig, &sa, NULL) != 0) {
             _ts_prof.signal = 0;
-            char line[128];
-            int n =
-                _ts_format(line, sizeof line,
-                           "tsalloc: TSALLOC_PROF_SIGNAL=%d: the signal cannot be handled\n", sig);
-            _ts_os_write_stderr(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+            _ts_message("TSALLOC_PROF_SIGNAL=%d: the signal cannot be handled", sig);
         }
     }
     pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -273,21 +273,12 @@ void _ts_segments_count(size_t *total, size_t *owned) {
  * to its end, in the parent and in the child. */
 TS_FORK_LOCK _Atomic int _ts_seg_gate;
 
-/* One turn of a wait that only reads: a CPU hint, the CPU given up every
- * TS_SPIN_LIMIT turns (the holder may be preempted). */
-static void wait_turn(unsigned *spins) {
-    if (++*spins % TS_SPIN_LIMIT)
-        ts_cpu_relax();
-    else
-        _ts_os_yield();
-}
-
 /* Wait until the lock looks free and the gate open (reads only). */
 void _ts_seg_lock_wait(ts_segment_t *seg) {
     unsigned spins = 0;
     while (atomic_load_explicit(&seg->lock.held, memory_order_relaxed) ||
            atomic_load_explicit(&_ts_seg_gate, memory_order_relaxed))
-        wait_turn(&spins);
+        _ts_spin_turn(&spins);
 }
 
 /* Under the registry lock (no segment joins or leaves): close the gate, then
@@ -297,7 +288,7 @@ void _ts_registry_atfork_prepare(void) {
     atomic_store_explicit(&_ts_seg_gate, 1, memory_order_seq_cst);
     for (ts_segment_t *seg = registry; seg; seg = seg->reg_next) {
         unsigned spins = 0;
-        while (atomic_load_explicit(&seg->lock.held, memory_order_seq_cst)) wait_turn(&spins);
+        while (atomic_load_explicit(&seg->lock.held, memory_order_seq_cst)) _ts_spin_turn(&spins);
     }
     pthread_mutex_lock(&reserve_lock);
 }

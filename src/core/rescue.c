@@ -102,17 +102,6 @@ static bool rescue_claimed(const run_t *r) {
 
 /* ---- queue pages ---- */
 
-/* A queue page of idle `heap` (registry lock held; the pool lock keeps the
- * heap from being abandoned): taken when every block it handed out waits in
- * its thread_free list. The page is claimed first, which stops the owner from
- * making it the head (page.c, head_install) or walking it, and sends the
- * owner's frees into it to the slow path. Only a free that read the owner
- * word before the claim can still land: a local free of the page's last live
- * block, whose stores to `free` and `used` come before `used` shows the
- * count taken here, or after the rescue onto a page that is retired without
- * a look at its list; either way every block is free. Then the list is taken
- * by one CAS, which a remote double free or the owner's collection can only
- * precede. */
 /* The owner's own fields of a queue page, read racily (the owner writes
  * them without atomics): whether n blocks out would be all of them, on a
  * fully carved queue page of a list class that is not the head. Under the
@@ -129,6 +118,17 @@ static bool tf_plain(uint64_t w) {
     return ts_tf_count(w) && ts_tf_state(w) == TS_TF_NORMAL && !(w & TS_TF_DETACHED);
 }
 
+/* A queue page of idle `heap` (registry lock held; the pool lock keeps the
+ * heap from being abandoned): taken when every block it handed out waits in
+ * its thread_free list. The page is claimed first, which stops the owner from
+ * making it the head (page.c, head_install) or walking it, and sends the
+ * owner's frees into it to the slow path. Only a free that read the owner
+ * word before the claim can still land: a local free of the page's last live
+ * block, whose stores to `free` and `used` come before `used` shows the
+ * count taken here, or after the rescue onto a page that is retired without
+ * a look at its list; either way every block is free. Then the list is taken
+ * by one CAS, which a remote double free or the owner's collection can only
+ * precede. */
 bool _ts_rescue_queue_take(ts_page_t *page, ts_heap_t *heap, ts_qheld_t *h) {
     uint32_t reserved;
     if (ts_page_state(page) != TS_PAGE_IN_USE) return false;
@@ -260,13 +260,6 @@ static uint32_t rescue_heap(ts_heap_t *heap, uint32_t stamp) {
     return rescued;
 }
 
-/* One heap, under the pool lock (heap.c's _ts_heaps_rescue walks them);
- * returns when to look at it again. Only a
- * heap seen idle for _ts_idle_min_ns (five purge delays): malloc_trim(), which forces the other
- * purges, does not rescue pages whose owner may be about to reuse them.
- * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
- * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
- * idle process whose idle thread keeps some blocks out sleeps. */
 /* Blocks wait for the heap: handed over for full pages, or pushed back to a
  * queue page that may now have them all. */
 static bool heap_waiting(ts_heap_t *heap) {
@@ -283,6 +276,13 @@ static uint32_t rescue_all(ts_heap_t *heap, uint32_t stamp) {
     return rescued;
 }
 
+/* One heap, under the pool lock (heap.c's _ts_heaps_rescue walks them);
+ * returns when to look at it again. Only a
+ * heap seen idle for _ts_idle_min_ns (five purge delays): malloc_trim(), which forces the other
+ * purges, does not rescue pages whose owner may be about to reuse them.
+ * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
+ * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
+ * idle process whose idle thread keeps some blocks out sleeps. */
 uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
     if (heap->state != TS_HEAP_ACTIVE || !heap_waiting(heap)) {
         heap->rescue_armed = 0;

@@ -142,10 +142,10 @@ TS_INLINE uint64_t ts_tf_make(ts_block_t *p, uint64_t count, unsigned state) {
 #define TS_OWNER_HEAD  ((uintptr_t)2)
 #define TS_OWNER_FLAGS ((uintptr_t)3)
 /* Both bits: a page that the purge thread is looking at (rescue.c: one of
- * the full list, or a queue page that is not the head), or that its owner
- * walks (ts_heap_check, ts_heap_visit); whoever would change it waits. A
- * queue page the purge thread rescued is left with TS_OWNER_FULL, so that
- * any free into it takes the slow path, which names it a double free. */
+ * the full list, or a queue page that is not the head); whoever would
+ * change it waits. A queue page the purge thread rescued is left with
+ * TS_OWNER_FULL, so that any free into it takes the slow path, which names
+ * it a double free. */
 #define TS_OWNER_CLAIMED TS_OWNER_FLAGS
 /* A head page's `used` while it is head (see the invariants above). */
 #define TS_HEAD_USED_BIAS ((uint32_t)1 << 31)

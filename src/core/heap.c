@@ -247,15 +247,15 @@ uint64_t _ts_heaps_rescue(uint64_t now) {
 }
 
 /* For a sweep pass (sweep.c, sweep lock held): the heaps whose slow path
- * did not run for _ts_idle_min_ns (looks a period apart tell), not the
- * calling thread's own; with more
- * than TS_SWEEP_MAX_IDLE of them, the window-th slice of that many (in list
- * order, which only grows at its head). */
+ * did not run for their idle wait (ts_heap_idle_ns; looks a period apart
+ * tell), not the calling thread's own; with more than TS_SWEEP_MAX_IDLE of
+ * them, the window-th slice of that many (in list order, which only grows
+ * at its head). */
 unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now) {
     const ts_heap_t *self = _ts_tls_heap;
     unsigned idle_count = 0, first = window * TS_SWEEP_MAX_IDLE;
-    uint64_t idle_min = _ts_idle_min_ns();
     set->n = 0;
+    set->now = now;
     pthread_mutex_lock(&pool_lock);
     for (ts_heap_t *h = heaps_all; h; h = h->all_next) {
         uint32_t slow = atomic_load_explicit(&h->slow_count, memory_order_relaxed);
@@ -268,7 +268,7 @@ unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now
         /* `now` may be older than another caller's note (it was read before
          * the sweep lock): not idle then, rather than a wrapped difference. */
         if (h == self || h->user || h->state != TS_HEAP_ACTIVE || now < h->sweep_idle_since ||
-            now - h->sweep_idle_since < idle_min)
+            now - h->sweep_idle_since < ts_heap_idle_ns(h))
             continue;
         if (idle_count++ < first || set->n == TS_SWEEP_MAX_IDLE) continue;
         /* Sorted by address (insertion: the walk looks owners up by halves). */
@@ -286,11 +286,29 @@ unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now
 
 /* ---- periodic work on the allocation slow path ------------------------------------ */
 
+void _ts_heap_note_give_back(ts_heap_t *heap, uint64_t now) {
+    uint64_t none = 0;
+    atomic_compare_exchange_strong_explicit(&heap->gave_back_at, &none, now ? now : 1,
+                                            memory_order_relaxed, memory_order_relaxed);
+}
+
+/* The owner is back after the purge thread gave back some of its memory:
+ * its next idle wait follows how soon (options.c, _ts_idle_shift_next). */
+static void idle_adapt(ts_heap_t *heap) {
+    uint64_t at = atomic_exchange_explicit(&heap->gave_back_at, 0, memory_order_relaxed);
+    if (!at) return;
+    unsigned shift = atomic_load_explicit(&heap->idle_shift, memory_order_relaxed);
+    shift = _ts_idle_shift_next(shift, at, _ts_os_now_ns());
+    atomic_store_explicit(&heap->idle_shift, (uint8_t)shift, memory_order_relaxed);
+}
+
 /* One more slow path of the heap (owner only: a load and a store, no RMW):
  * rescue.c and sweep.c read the count to tell an idle heap. */
 static uint32_t count_slow_path(ts_heap_t *heap) {
     uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed) + 1;
     atomic_store_explicit(&heap->slow_count, slow, memory_order_relaxed);
+    if (ts_unlikely(atomic_load_explicit(&heap->gave_back_at, memory_order_relaxed)))
+        idle_adapt(heap);
     return slow;
 }
 

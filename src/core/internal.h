@@ -94,7 +94,9 @@ enum ts_option {
 TS_HIDDEN void _ts_options_init(void);
 TS_HIDDEN long long _ts_option(enum ts_option opt);
 TS_HIDDEN uint64_t _ts_purge_delay_ns(void);
-TS_HIDDEN uint64_t _ts_idle_min_ns(void);    /* options.c: idle owner (rescue.c, sweep.c) */
+#define TS_IDLE_SHIFT_MAX 3                     /* idle waits of 1, 2, 4 or 8 purge delays */
+TS_HIDDEN uint64_t _ts_idle_ns(unsigned shift); /* options.c: idle owner (rescue.c, sweep.c) */
+TS_HIDDEN unsigned _ts_idle_shift_next(unsigned shift, uint64_t at, uint64_t now);
 TS_HIDDEN uint64_t _ts_look_period_ns(void); /* options.c: between their looks */
 #define TS_REFUSED_RETRY_MAX 6               /* refusals in a row counted: 2^5 periods */
 TS_HIDDEN uint64_t _ts_refused_retry_ns(unsigned refusals); /* options.c */
@@ -222,6 +224,12 @@ TS_HIDDEN uint64_t _ts_heaps_rescue(uint64_t now);
 /* Pool lock held: the idle heaps from the window-th TS_SWEEP_MAX_IDLE on,
  * returns how many are idle in all. */
 TS_HIDDEN unsigned _ts_heaps_sweep_look(ts_sweep_set_t *set, unsigned window, uint64_t now);
+/* How long the heap's owner must make no slow path to count as idle. */
+TS_INLINE uint64_t ts_heap_idle_ns(const ts_heap_t *heap) {
+    return _ts_idle_ns(atomic_load_explicit(&heap->idle_shift, memory_order_relaxed));
+}
+/* The purge thread gave back memory of the heap at `now` (rescue.c, sweep.c). */
+TS_HIDDEN void _ts_heap_note_give_back(ts_heap_t *heap, uint64_t now);
 
 /* ---- page.c -------------------------------------------------------------- */
 

@@ -74,14 +74,28 @@ uint64_t _ts_purge_delay_ns(void) {
 }
 
 /* How long a thread must make no allocator slow path before the purge
- * thread gives back memory its pages hold for it (rescue.c, sweep.c): five
- * purge delays, at least 10 ms. Longer than a purge delay, because that
- * memory is in use (its pages are): a thread that allocates in bursts a few
- * purge delays apart would otherwise fault it all in again at each burst
- * (4x the allocation time in a burst program with 150 ms pauses). */
-uint64_t _ts_idle_min_ns(void) {
-    uint64_t idle = _ts_purge_delay_ns() * 5;
+ * thread gives back memory its pages hold for it (rescue.c, sweep.c): the
+ * purge delay << shift, at least 10 ms. The shift is the heap's own
+ * (idle_shift, from 0 to TS_IDLE_SHIFT_MAX): that memory is in use (its
+ * pages are), so a thread that comes back soon after a give-back faults it
+ * all in again, and its next wait must be longer (_ts_idle_shift_next). */
+uint64_t _ts_idle_ns(unsigned shift) {
+    uint64_t idle = _ts_purge_delay_ns() << shift;
     return idle > 10000000u ? idle : 10000000u;
+}
+
+/* A heap's shift once its owner is back at `now` from a wait in which the
+ * purge thread first gave back its memory at `at`. Back within 8 idle waits
+ * of that: one step up, so that a thread that pauses between bursts stops
+ * faulting in at each burst what its pause gave back (200 blocks of 256 KiB
+ * a burst: 28 ms against 8 ms); with pauses of up to about 6 s the rescue
+ * and the sweep stop after a few bursts. Back after more than 64: one step
+ * down. */
+unsigned _ts_idle_shift_next(unsigned shift, uint64_t at, uint64_t now) {
+    uint64_t idle = _ts_idle_ns(shift), away = now > at ? now - at : 0;
+    if (away < 8 * idle) return shift < TS_IDLE_SHIFT_MAX ? shift + 1 : shift;
+    if (away > 64 * idle && shift > 0) return shift - 1;
+    return shift;
 }
 
 /* How far apart the purge thread looks at idle threads' memory (rescue.c,

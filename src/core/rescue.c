@@ -8,19 +8,19 @@
  * resident until it allocates again. When a page of the full list gets its
  * first block back, the freer hands the blocks to the owner heap's `delayed`
  * list (free.c); later blocks go to the page's thread_free. So a heap whose
- * `delayed` list stayed non-empty while its slow path did not run for five
- * purge delays (_ts_idle_min_ns; looks a period apart, the purge delay or
- * 10 ms, tell) is idle with blocks waiting: the purge thread takes that list,
- * and for each page in it whose blocks are now all free (those in the list
- * plus those in thread_free make `used`), it empties thread_free, purges the
- * page's memory and marks it rescued. The page stays in the owner's full
- * list (the owner's lists are its own); the owner retires it at its next
- * collection, or when it exits. Blocks of the other pages go back to
- * `delayed` (big ones with their insides purged, as sweep.c does for the
- * blocks in thread_free lists), and the look is repeated after 1, 2, ... 64 periods (the purge
- * delay, at least 10 ms); after that the heap is parked until a free wakes
- * it: a hand-over to it, or a push that leaves at most one batch of a page
- * out (free.c).
+ * `delayed` list stayed non-empty while its slow path did not run for its
+ * idle wait (one to eight purge delays, ts_heap_idle_ns; looks a period
+ * apart, the purge delay or 10 ms, tell) is idle with blocks waiting: the
+ * purge thread takes that list, and for each page in it whose blocks are now
+ * all free (those in the list plus those in thread_free make `used`), it
+ * empties thread_free, purges the page's memory and marks it rescued. The
+ * page stays in the owner's full list (the owner's lists are its own); the
+ * owner retires it at its next collection, or when it exits. Blocks of the
+ * other pages go back to `delayed` (big ones with their insides purged, as
+ * sweep.c does for the blocks in thread_free lists), and the look is
+ * repeated after 1, 2, ... 64 periods (the purge delay, at least 10 ms);
+ * after that the heap is parked until a free wakes it: a hand-over to it, or
+ * a push that leaves at most one batch of a page out (free.c).
  *
  * Queue pages get no hand-over: a push that leaves at most one batch of one
  * out sets the heap's rescue_queue flag, and the idle heap's look walks its
@@ -277,9 +277,11 @@ static uint32_t rescue_all(ts_heap_t *heap, uint32_t stamp) {
 }
 
 /* One heap, under the pool lock (heap.c's _ts_heaps_rescue walks them);
- * returns when to look at it again. Only a
- * heap seen idle for _ts_idle_min_ns (five purge delays): malloc_trim(), which forces the other
- * purges, does not rescue pages whose owner may be about to reuse them.
+ * returns when to look at it again. Only a heap seen idle for its idle wait
+ * (ts_heap_idle_ns): malloc_trim(), which forces the other purges, does not
+ * rescue pages whose owner may be about to reuse them. A rescue that gave
+ * back pages is noted for the owner (_ts_heap_note_give_back): coming back
+ * soon after it makes the heap's next wait longer.
  * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
  * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
  * idle process whose idle thread keeps some blocks out sleeps. */
@@ -298,7 +300,7 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
         heap->rescue_armed = 1;
         heap->rescue_seen_slow = slow;
         heap->rescue_backoff = 0;
-        heap->rescue_idle_at = heap->rescue_at = now + _ts_idle_min_ns();
+        heap->rescue_idle_at = heap->rescue_at = now + ts_heap_idle_ns(heap);
         /* A pass of malloc_trim's or of a slow path drops the deadline:
          * the helper's next pass learns it. (Not from the helper's own
          * pass: with a purge delay under the period that would make it
@@ -307,8 +309,8 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
     }
     if (now < heap->rescue_idle_at) { /* rescue_at is the same until then */
         /* A purge delay lowered since: idle as soon as the new one says (the
-         * deadline was taken with the old one, 5 hours out at its maximum). */
-        uint64_t idle_at = now + _ts_idle_min_ns();
+         * deadline was taken with the old one, 8 hours out at its maximum). */
+        uint64_t idle_at = now + ts_heap_idle_ns(heap);
         if (idle_at < heap->rescue_idle_at) heap->rescue_idle_at = heap->rescue_at = idle_at;
         /* Until the owner counts as idle, look a period apart: the helper's
          * deadline then stays within a period, so the hand-overs to a busy
@@ -319,6 +321,7 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
     if (now < heap->rescue_at) return heap->rescue_at; /* backing off */
     uint32_t rescued = rescue_all(heap, slow);
     heap->rescue_seen_slow = slow;
+    if (rescued) _ts_heap_note_give_back(heap, now);
     if (!rescued && heap->rescue_backoff == RESCUE_BACKOFF_MAX) {
         /* Park, then look once more: a push that came before the heap was
          * parked did not wake it (free.c's fence pairs with this one). Once
@@ -328,6 +331,7 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
         rescued = rescue_all(heap, slow);
         heap->rescue_at = now + period;
         if (!rescued) return UINT64_MAX;
+        _ts_heap_note_give_back(heap, now);
         atomic_store_explicit(&heap->rescue_parked, 0, memory_order_relaxed);
     }
     if (!heap_waiting(heap)) {

@@ -10,19 +10,19 @@
  * rescue.c gives back full pages whose blocks all came back; this gives back
  * the rest, block by block.
  *
- * How: a heap is idle when its slow path did not run for _ts_idle_min_ns
- * (five purge delays, at least 10 ms; passes a period apart, the purge delay
- * or 10 ms, tell). For each page of an idle heap with
- * blocks of at least TS_SWEEP_MIN_BLOCK bytes waiting in thread_free, the
- * pass takes the whole list with one CAS (the page cannot be retired while
- * the blocks are out of it: `used` counts them), purges each block's memory
- * except the first OS page (which holds its link, its free mark, so a
- * double free is still caught, and its swept tag, so that it is not purged
- * again; of an 8 KiB block the second half goes), and pushes the list back
- * as a remote freer would. The owner then finds the blocks as before; they
- * read as zeros beyond their first 4 KiB, which costs a page fault at their
- * next use. The full pages' blocks handed over to `delayed` get the same
- * from rescue.c (_ts_sweep_blocks).
+ * How: a heap is idle when its slow path did not run for its idle wait
+ * (ts_heap_idle_ns: one to eight purge delays, at least 10 ms; passes a
+ * period apart, the purge delay or 10 ms, tell). For each page of an idle
+ * heap with blocks of at least TS_SWEEP_MIN_BLOCK bytes waiting in
+ * thread_free, the pass takes the whole list with one CAS (the page cannot
+ * be retired while the blocks are out of it: `used` counts them), purges
+ * each block's memory except the first OS page (which holds its link, its
+ * free mark, so a double free is still caught, and its swept tag, so that it
+ * is not purged again; of an 8 KiB block the second half goes), and pushes
+ * the list back as a remote freer would. The owner then finds the blocks as
+ * before; they read as zeros beyond their first 4 KiB, which costs a page
+ * fault at their next use. The full pages' blocks handed over to `delayed`
+ * get the same from rescue.c (_ts_sweep_blocks).
  *
  * Invariants:
  * - The blocks taken are out of every list while the pass holds them, as a
@@ -139,7 +139,7 @@ void _ts_sweep_blocks(ts_page_t *page, ts_block_t *head, uint32_t count, uint32_
  * TS_SWEEP_PENDING when blocks wait whose owner was busy. */
 unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_held_t *h) {
     h->page = NULL;
-    const ts_heap_t *heap = (const ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
+    ts_heap_t *heap = (ts_heap_t *)(ts_page_owner(page) & ~TS_OWNER_FLAGS);
     /* swept_tf after thread_free: a list made again after the owner took the
      * swept one was pushed after the owner cleared swept_tf, so it reads 0. */
     uint64_t w = atomic_load_explicit(&page->thread_free, memory_order_acquire);
@@ -162,8 +162,9 @@ unsigned _ts_sweep_take(ts_page_t *page, const ts_sweep_set_t *set, ts_sweep_hel
                                                  memory_order_acquire, memory_order_relaxed))
         return TS_SWEEP_PENDING; /* it changed: next time */
     /* The blocks are ours: the page stays in use, its class as it is, its
-     * segment mapped and registered. */
+     * segment mapped and registered. Heaps are never unmapped. */
     *h = (ts_sweep_held_t){page, ts_tf_ptr(w), NULL, ts_tf_count(w), slow, 0};
+    _ts_heap_note_give_back(heap, set->now);
     return TS_SWEEP_NOTHING;
 }
 

@@ -391,6 +391,15 @@ struct ts_heap {
     uint8_t rescue_backoff;    /* looks in a row that rescued nothing: wait 2^n periods */
     uint64_t rescue_at;        /* no rescue before this (ns) */
     uint64_t rescue_idle_at;   /* idle long enough from then, if slow_count stays */
+    /* The wait before the purge thread gives back memory the heap holds: the
+     * purge delay << idle_shift (options.c, _ts_idle_ns). The owner moves it
+     * when it comes back after a give-back (heap.c, idle_adapt); rescue.c
+     * and sweep.c read it. */
+    _Atomic uint8_t idle_shift;
+    /* When the purge thread first gave back memory of the heap (rescued
+     * pages, or swept blocks) since the owner last took it; 0: none since.
+     * Set by CAS from 0, taken by the owner's slow path. */
+    _Atomic uint64_t gave_back_at;
     /* sweep.c's own, under the pool lock: */
     uint32_t sweep_seen_slow;                  /* slow_count at the last sweep pass */
     uint8_t sweep_armed;                       /* sweep_seen_slow is set */
@@ -451,6 +460,7 @@ typedef struct ts_sweep_set {  /* the heaps a pass found idle, and their slow_co
     const ts_heap_t *heap[TS_SWEEP_MAX_IDLE]; /* sorted by address */
     uint32_t stamp[TS_SWEEP_MAX_IDLE];
     unsigned n;
+    uint64_t now; /* when the pass looked */
 } ts_sweep_set_t;
 typedef struct ts_sweep_held { /* a thread_free list a pass holds */
     ts_page_t *page;

@@ -51,6 +51,11 @@
  *    checks its heap) while a driver runs passes without pause: a pass may
  *    claim a page while such a free is under way. Blocks stay intact, the
  *    heap consistent, and no page is lost.
+ * 12. The idle wait adapts: an owner whose full pages were rescued (passes
+ *    driven by hand, as in 2) and that comes back within eight of its idle
+ *    waits of that gets a wait twice as long, up to eight purge delays; one
+ *    that comes back after more than 64 gets one half as long
+ *    (_ts_idle_shift_next's rule, checked on its own too).
  * core_rescue_tsan runs 2, 5, 9, 11 and 4 under ThreadSanitizer (tsan.cmake).
  */
 #include <malloc.h>
@@ -192,12 +197,12 @@ static void test_rescue(void) {
 
 #define N2 4000
 
-/* Two looks as far apart as a heap must stay idle (five purge delays), as
- * the purge thread would make them. */
+/* Two looks as far apart as a heap may have to stay idle (eight purge
+ * delays, the longest idle wait), as the purge thread would make them. */
 static void rescue_passes(void) {
     uint64_t t = _ts_os_now_ns();
     (void)_ts_heaps_rescue(t);
-    (void)_ts_heaps_rescue(t + _ts_idle_min_ns() + 1);
+    (void)_ts_heaps_rescue(t + _ts_idle_ns(TS_IDLE_SHIFT_MAX) + 1);
 }
 
 static void test_blocks_out(void) {
@@ -735,6 +740,64 @@ static void test_delay_lowered(void) {
     printf("purge delay lowered while a heap waited: its pages rescued\n");
 }
 
+/* ---- 12 ---- */
+
+#define N12 4000
+
+static ts_heap_t *owner_heap_of(owner_t *o) {
+    ts_page_t *page = NULL;
+    CHECK(_ts_locate(o->blocks[0], &page) == TS_PTR_BLOCK);
+    return (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+}
+
+static void test_idle_wait(void) {
+    CHECK(ts_option_set("purge_delay_ms", 600000)); /* the helper's looks come too late */
+    uint64_t d = _ts_idle_ns(0), at = (uint64_t)1 << 60;
+    CHECK(d == 600000000000u && _ts_idle_ns(1) == 2 * d && _ts_idle_ns(3) == 8 * d);
+    CHECK(_ts_idle_shift_next(0, at, at + d) == 1);        /* back soon: longer */
+    CHECK(_ts_idle_shift_next(0, at, at - 1) == 1);        /* a pass's time ahead */
+    CHECK(_ts_idle_shift_next(1, at, at + 15 * d) == 2);   /* within 8 waits of 2 d */
+    CHECK(_ts_idle_shift_next(3, at, at) == 3);            /* at most 8 delays */
+    CHECK(_ts_idle_shift_next(0, at, at + 9 * d) == 0);    /* back late: as it was */
+    CHECK(_ts_idle_shift_next(2, at, at + 257 * d) == 1);  /* after 64 waits: shorter */
+    CHECK(_ts_idle_shift_next(0, at, at + 1000 * d) == 0); /* at least one delay */
+
+    owner_t o;
+    pthread_t t = owner_start(&o, N12);
+    for (unsigned round = 1; round <= 4; round++) {
+        owner_run(&o, alloc_small); /* its pages go full */
+        ts_heap_t *heap = owner_heap_of(&o);
+        unsigned shift = round - 1 < TS_IDLE_SHIFT_MAX ? round - 1 : TS_IDLE_SHIFT_MAX;
+        CHECK_MSG(atomic_load(&heap->idle_shift) == shift, "round %u: idle shift %u, not %u", round,
+                  (unsigned)atomic_load(&heap->idle_shift), shift);
+        CHECK(ts_heap_idle_ns(heap) == d << shift);
+        size_t rescued0 = atomic_load(&_ts_stats.rescued_pages);
+        pthread_t freer; /* frees everything and exits, which pushes its batches */
+        CHECK(pthread_create(&freer, NULL, free_owner_blocks, &o) == 0);
+        CHECK(pthread_join(freer, NULL) == 0);
+        rescue_passes(); /* the rescue at a time ahead of the owner's clock */
+        CHECK_MSG(atomic_load(&_ts_stats.rescued_pages) > rescued0, "round %u: nothing rescued",
+                  round);
+        CHECK(atomic_load(&heap->gave_back_at) != 0);
+        owner_run(&o, trim); /* back: its slow path takes the note */
+        CHECK(atomic_load(&heap->gave_back_at) == 0);
+    }
+    owner_run(&o, alloc_small);
+    ts_heap_t *heap = owner_heap_of(&o);
+    CHECK(atomic_load(&heap->idle_shift) == TS_IDLE_SHIFT_MAX);
+    /* Back long after a give-back: with a 1 ms delay (waits of 10 ms), a
+     * note from the clock's start is more than 64 waits old. */
+    CHECK(ts_option_set("purge_delay_ms", 1));
+    _ts_heap_note_give_back(heap, 1);
+    owner_run(&o, trim);
+    CHECK_MSG(atomic_load(&heap->idle_shift) == TS_IDLE_SHIFT_MAX - 1,
+              "idle shift %u after a late return", (unsigned)atomic_load(&heap->idle_shift));
+    owner_run(&o, check_free_all);
+    printf("idle wait: 1, 2, 4, 8 purge delays after returns within 8 waits of a rescue\n");
+    owner_stop(&o, t);
+    CHECK(ts_option_set("purge_delay_ms", 100));
+}
+
 int main(void) {
     free(malloc(1));
 #ifdef RESCUE_TSAN /* the races only: RSS, aborts and timing are core_rescue's */
@@ -763,6 +826,7 @@ int main(void) {
     test_busy_owner(true);
     test_busy_owner(false);
     test_delay_lowered();
+    test_idle_wait();
     test_stress();
     return 0;
 }

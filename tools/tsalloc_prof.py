@@ -2,14 +2,17 @@
 """tsalloc prof: read a heap profile of tsalloc's profiler (the gperftools
 heap-profile text format that TSALLOC_PROF=1 writes) without Go or Perl.
 
-  tsalloc prof FILE [--top N] [--peak] [--sample inuse_space|inuse_objects|
-               alloc_space|alloc_objects] [--stacks N] [--lines]
-               [--flame OUT.html|OUT.svg]
+  tsalloc prof FILE [--top N] [--peak] [--base OLD] [--sample inuse_space|
+               inuse_objects|alloc_space|alloc_objects] [--stacks N]
+               [--lines] [--flame OUT.html|OUT.svg]
 
 Prints the functions holding the most (flat: the function that called
 malloc; cum: anywhere on the stack), then the top stacks, and with --flame
 writes a self-contained flame graph. --peak reads FILE.peak, the profile
-of the highest peak. Addresses are symbolised from the ELF symbol tables of
+of the highest peak. --base OLD subtracts an earlier profile stack by
+stack: what grew between the two (two numbered profiles of one process,
+from TSALLOC_PROF_SIGNAL or ts_prof_dump), largest growth first, and what
+shrank as negative values; the flame graph shows the growth. Addresses are symbolised from the ELF symbol tables of
 the objects listed under MAPPED_LIBRARIES (no tools needed); --lines adds
 file:line from addr2line when it is installed.
 
@@ -29,13 +32,14 @@ INDEXES = ("inuse_objects", "inuse_space", "alloc_objects", "alloc_space")
 
 
 class Sample:
-    __slots__ = ("values", "addrs", "funcs", "lines")
+    __slots__ = ("values", "addrs", "funcs", "lines", "where")
 
     def __init__(self, values, addrs):
         self.values = values  # inuse_objects, inuse_space, alloc_objects, alloc_space
         self.addrs = addrs  # innermost first
         self.funcs = []
         self.lines = []
+        self.where = []  # per frame: (object, address in it), or the address
 
 
 class Profile:
@@ -168,6 +172,7 @@ class Symbolizer:
         for s in samples:
             s.funcs = [names[a - 1] for a in s.addrs]
             s.lines = [lines.get(a - 1, "") for a in s.addrs]
+            s.where = [where.get(a - 1, a) for a in s.addrs]
 
     def _addr2line(self, where):
         by_obj, out = {}, {}
@@ -206,6 +211,33 @@ def load(path, lines=False):
     return prof
 
 
+def subtract(prof, base):
+    """prof less base, stack by stack (both loaded): what each stack gained
+    between them, negative where it lost. Stacks match by where each frame
+    lies in its object, so profiles of two runs of one program compare too.
+    Stacks whose four values did not change are left out."""
+    old = {}
+    for s in base.samples:
+        key = tuple(s.where)
+        old[key] = [a + b for a, b in zip(old.get(key, [0, 0, 0, 0]), s.values)]
+    samples = []
+    for s in prof.samples:
+        key = tuple(s.where)
+        before = old.pop(key, [0, 0, 0, 0])
+        d = Sample([a - b for a, b in zip(s.values, before)], s.addrs)
+        d.funcs, d.lines, d.where = s.funcs, s.lines, s.where
+        if any(d.values):
+            samples.append(d)
+    for s in base.samples:  # gone since: every block freed
+        if tuple(s.where) in old:
+            d = Sample([-v for v in old.pop(tuple(s.where))], s.addrs)
+            d.funcs, d.lines, d.where = s.funcs, s.lines, s.where
+            if any(d.values):
+                samples.append(d)
+    header = [a - b for a, b in zip(prof.header, base.header)]
+    return Profile(header, samples, prof.maps)
+
+
 def by_function(prof, index):
     """{function: [flat, cum]} for value `index` (0..3, INDEXES)."""
     table = {}
@@ -232,9 +264,14 @@ def _human(v, space):
 
 def report(prof, index, top, stacks, out=sys.stdout):
     space = index in (1, 3)
-    total = sum(s.values[index] for s in prof.samples)
-    out.write("%s: %s in total, %d stacks\n\n" % (INDEXES[index], _human(total, space),
-                                                   len(prof.samples)))
+    net = sum(s.values[index] for s in prof.samples)
+    # Shares are of what the stacks hold; of a difference (subtract),
+    # of what grew, and the net change is said too.
+    total = sum(s.values[index] for s in prof.samples if s.values[index] > 0)
+    out.write("%s: %s in total, %d stacks%s\n\n" % (
+        INDEXES[index], _human(total, space), len(prof.samples),
+        "" if net == total else " (%s shrank: net %s)" % (_human(total - net, space),
+                                                          _human(net, space))))
     out.write("%12s %6s %12s %6s  %s\n" % ("flat", "flat%", "cum", "cum%", "function"))
     rows = sorted(by_function(prof, index).items(), key=lambda kv: (-kv[1][0], -kv[1][1]))
     for fn, (flat, cum) in rows[:top]:
@@ -243,7 +280,7 @@ def report(prof, index, top, stacks, out=sys.stdout):
                                                       _human(cum, space), pct(cum), fn))
     ranked = sorted(prof.samples, key=lambda s: -s.values[index])
     for s in ranked[:stacks]:
-        if not s.values[index]:
+        if s.values[index] <= 0:
             break
         out.write("\n%s (%.1f%%) in %d objects, allocated from:\n" % (
             _human(s.values[index], space), 100.0 * s.values[index] / total if total else 0,
@@ -316,20 +353,29 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=10, help="functions to list (default 10)")
     ap.add_argument("--stacks", type=int, default=3, help="top stacks to print (default 3)")
     ap.add_argument("--peak", action="store_true", help="read FILE.peak, the peak profile")
+    ap.add_argument("--base", metavar="OLD", help="subtract an earlier profile: what grew since")
     ap.add_argument("--sample", choices=INDEXES, default="inuse_space")
     ap.add_argument("--lines", action="store_true", help="file:line with addr2line")
     ap.add_argument("--flame", metavar="OUT", help="write a flame graph (.svg or .html)")
     args = ap.parse_args(argv)
     path = args.file + ".peak" if args.peak and not args.file.endswith(".peak") else args.file
-    try:
-        prof = load(path, args.lines)
-    except (OSError, ValueError) as e:
-        print("tsalloc prof: %s: %s" % (path, e), file=sys.stderr)
-        return 2
+    profs = []
+    for p in [path] + ([args.base] if args.base else []):
+        try:
+            profs.append(load(p, args.lines))
+        except (OSError, ValueError) as e:
+            print("tsalloc prof: %s: %s" % (p, e), file=sys.stderr)
+            return 2
+    prof, base = profs[0], profs[1] if args.base else None
+    title = "%s: %s" % (os.path.basename(path), args.sample)
+    if base:
+        prof = subtract(prof, base)
+        title += " since %s" % os.path.basename(args.base)
+        print("%s less %s: what grew in between\n" % (path, args.base))
     index = INDEXES.index(args.sample)
     report(prof, index, args.top, args.stacks)
     if args.flame:
-        svg = flame_svg(prof, index, "%s: %s" % (os.path.basename(path), args.sample))
+        svg = flame_svg(prof, index, title)
         with open(args.flame, "w", encoding="utf-8") as f:
             if args.flame.endswith(".svg"):
                 f.write(svg + "\n")

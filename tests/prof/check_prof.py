@@ -6,7 +6,7 @@ the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
 Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, sigdump,
-active, launcher, cxx,
+active, launcher, base, cxx,
 reuse, unwind, zero, prefixed, google_pprof
 (PROGRAM is prof_cxx for cxx, prof_unwind for unwind, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
@@ -458,6 +458,41 @@ def case_launcher(tmp):
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and "make_peak" in r.stdout, "tsalloc prof --peak: make_peak")
     check(open(page).read().startswith("<!DOCTYPE html>"), "an HTML flame graph")
+
+
+def case_base(tmp):
+    """tsalloc prof --base: one profile less an earlier one of the same
+    process, stack by stack (exact at rate 1)."""
+    old, new = os.path.join(tmp, "old.heap"), os.path.join(tmp, "new.heap")
+    _, truth = run(["grow", old, new], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1",
+                                        "TSALLOC_PROF_FINAL": "0"}, tmp)
+    check(truth.get("dump_result") == 2, "both profiles written")
+    if not (os.path.exists(old) and os.path.exists(new)):
+        return
+    diff = tsalloc_prof.subtract(tsalloc_prof.load(new), tsalloc_prof.load(old))
+    check(cum(diff, "grown_fn") == 2 << 20, "grown_fn: +2 MiB (%d)" % cum(diff, "grown_fn"))
+    check(cum(diff, "dumped_fn") == -(1 << 20), "dumped_fn: -1 MiB (%d)" % cum(diff, "dumped_fn"))
+    check(cum(diff, "grown_fn", 3) == 2 << 20 and cum(diff, "dumped_fn", 3) == 0,
+          "allocated in between: grown_fn's only")
+    same = tsalloc_prof.subtract(tsalloc_prof.load(new), tsalloc_prof.load(new))
+    check(not same.samples, "a profile less itself: nothing (%d stacks)" % len(same.samples))
+    launcher = os.path.join(BUILD, "bin", "tsalloc")
+    svg = os.path.join(tmp, "grew.svg")
+    r = subprocess.run([launcher, "prof", new, "--base", old, "--top", "3", "--flame", svg],
+                       capture_output=True, text=True, timeout=120)
+    print(r.stdout + r.stderr)
+    head, _, rest = r.stdout.partition(" allocated from:")
+    frames = rest.partition("\n\n")[0]
+    check(r.returncode == 0 and head.splitlines()[-1].startswith("2.00 MiB (100.0%)") and
+          " grown_fn" in frames and "dumped_fn" not in frames,
+          "tsalloc prof --base: the stack that grew, first")
+    check("1.00 MiB shrank" in r.stdout, "and says what shrank")
+    with open(svg) as f:
+        text = f.read()
+    check("grown_fn" in text and "dumped_fn" not in text, "the flame graph shows the growth")
+    r = subprocess.run([launcher, "prof", new, "--base", os.path.join(tmp, "none.heap")],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 2 and "none.heap" in r.stderr, "a missing base is named")
 
 
 def main():

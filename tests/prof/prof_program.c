@@ -14,6 +14,9 @@
  *   twins        via_a and via_b call twin_leaf at the same stack depth,
  *                1000 times each, keeping 1000 and 3000 bytes a call
  *   dump PATH    ts_prof_dump(PATH) with dumped_fn's blocks live
+ *   grow OLD NEW ts_prof_dump(OLD) with dumped_fn's blocks live, then
+ *                ts_prof_dump(NEW) once they are freed and grown_fn keeps
+ *                2 MiB
  *   sigdump FIFO SIG  with dumped_fn's blocks live: raise(SIG) (the handler
  *                finds the profiler's lock free and writes a profile), then
  *                pthread_kill(SIG) to a thread blocked in ts_prof_dump(FIFO)'s
@@ -179,6 +182,10 @@ static void on_term(int sig) {
 }
 NOINLINE void dumped_fn(void) {
     fill(&ldump, 1 << 20);
+}
+static list_t lgrown;
+NOINLINE void grown_fn(void) {
+    fill(&lgrown, 2 << 20);
 }
 
 /* ---- sigdump ---- */
@@ -438,6 +445,15 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "sigdump") && argc > 3) return sigdump(argv[2], atoi(argv[3]));
     if (!strcmp(mode, "active")) return active();
+    if (!strcmp(mode, "grow") && argc > 3) {
+        dumped_fn();
+        int r = ts_prof_dump ? ts_prof_dump(argv[2]) : -2;
+        drop(&ldump);
+        grown_fn();
+        if (r == 0 && ts_prof_dump) r = ts_prof_dump(argv[3]);
+        say("dump_result", (unsigned long long)(r + 2)); /* 2: success */
+        return 0;
+    }
     if (!strcmp(mode, "dump")) {
         dumped_fn();
         int r = ts_prof_dump ? ts_prof_dump(argv[2]) : -2;

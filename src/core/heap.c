@@ -302,8 +302,9 @@ static void idle_adapt(ts_heap_t *heap) {
     atomic_store_explicit(&heap->idle_shift, (uint8_t)shift, memory_order_relaxed);
 }
 
-/* One more slow path of the heap (owner only: a load and a store, no RMW):
- * rescue.c and sweep.c read the count to tell an idle heap. */
+/* One more slow path of the heap (owner only: a load and a store, no RMW,
+ * but for an exchange once after a give-back): rescue.c and sweep.c read
+ * the count to tell an idle heap. */
 static uint32_t count_slow_path(ts_heap_t *heap) {
     uint32_t slow = atomic_load_explicit(&heap->slow_count, memory_order_relaxed) + 1;
     atomic_store_explicit(&heap->slow_count, slow, memory_order_relaxed);

@@ -12,7 +12,9 @@
  *    after one more free, with no slow path of the owner since the last
  *    sweep, that block alone is purged (the others carry their swept tag);
  *    after another, a pass that follows a slow path of the owner leaves it
- *    alone, and the next sweeps. The kept
+ *    alone, and the next sweeps. The sweep's give-back is noted for the
+ *    owner, whose idle wait doubles when it comes back (_ts_idle_shift_next,
+ *    checked in core_rescue 12). The kept
  *    blocks keep their contents, the owner reuses the swept blocks (every
  *    byte writable, contents as written), and after its trim its pages in
  *    use are back where they started (no page was lost).
@@ -181,10 +183,22 @@ static void test_driven(void) {
     pass();
     pass();
     CHECK_MSG(swept() == s1, "%zu blocks swept again with nothing new", swept() - s1);
+    /* The sweep noted its give-back for the owner (no page was rescued: one
+     * block of each is out); the owner takes the note at its next slow path,
+     * back sooner than its wait after the pass's time: its wait doubles. */
+    ts_heap_t *owner_heap = NULL;
+    for (size_t i = 0; i < N1 && !owner_heap; i++) {
+        ts_page_t *page = NULL;
+        if (o.blocks[i] && _ts_locate(o.blocks[i], &page) == TS_PTR_BLOCK)
+            owner_heap = (ts_heap_t *)(atomic_load(&page->owner) & ~TS_OWNER_FLAGS);
+    }
+    CHECK(owner_heap != NULL && atomic_load(&owner_heap->idle_shift) == 0);
+    CHECK_MSG(atomic_load(&owner_heap->gave_back_at) != 0, "the sweep noted no give-back");
 
     /* Four more blocks of the owner's (its slow path ran: the tags of what
      * waits are stale now, should any of it have been handed out since). */
     owner_run(&o, alloc_extra);
+    CHECK(atomic_load(&owner_heap->gave_back_at) == 0 && atomic_load(&owner_heap->idle_shift) == 1);
     free(extra[0]);
     pass();
     pass();

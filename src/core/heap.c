@@ -128,7 +128,10 @@ ts_heap_t *_ts_heap_new(bool for_this_thread, uint32_t user) {
         pthread_mutex_lock(&heap->alive);
         heap->watched = 1;
     }
-    bool is_main = for_this_thread && _ts_os_is_main_thread();
+    /* Two system calls, asked only while no heap is main's: a thread
+     * started after main's heap is not main (2,000 threads: 4,000 calls). */
+    bool is_main = for_this_thread && !atomic_load_explicit(&main_heap, memory_order_relaxed) &&
+                   _ts_os_is_main_thread();
     pthread_mutex_lock(&pool_lock);
     if (is_main) atomic_store(&main_heap, heap);
     heap->id = ++heap_ids;

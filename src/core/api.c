@@ -117,11 +117,13 @@ void _ts_core_atfork_prepare(void) {
     _ts_heaps_atfork_prepare();
     _ts_segments_atfork_prepare();
     _ts_large_atfork_prepare();
+    _ts_bigcache_atfork_prepare();
     _ts_purge_atfork_prepare();
 }
 
 void _ts_core_atfork_parent(void) {
     _ts_purge_atfork_parent();
+    _ts_bigcache_atfork_parent();
     _ts_large_atfork_parent();
     _ts_segments_atfork_parent();
     _ts_heaps_atfork_parent();
@@ -129,6 +131,7 @@ void _ts_core_atfork_parent(void) {
 
 void _ts_core_atfork_child(void) {
     _ts_purge_atfork_child();
+    _ts_bigcache_atfork_child();
     _ts_large_atfork_child();
     _ts_segments_atfork_child();
     _ts_heaps_atfork_child();

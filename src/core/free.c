@@ -203,6 +203,11 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         return;
     }
     if (page->block_size > TS_RBATCH_MAX_BLOCK || page_of_user_heap(page)) {
+        /* A big block: kept for the next thread that needs its class
+         * (bigcache.c), rather than left to an owner that may not. */
+        if (page->block_size > TS_MEDIUM_PAGE_MAX && !page_of_user_heap(page) &&
+            _ts_bigcache_push(page, block))
+            return;
         heap->remote_frees++;
         heap->remote_pushes++;
         _ts_page_push_remote(page, block, block, 1);

@@ -38,7 +38,8 @@
  *
  * Lock order (outermost first): shared_lock, sweep lock, heap pool lock, reclaim lock,
  * abandoned lock, segment cache lock, registry lock, segment spinlocks,
- * segment reserve lock, large-table stripes, large cache lock, purge mutex.
+ * segment reserve lock, large-table stripes, large cache lock, big-block
+ * cache locks, purge mutex.
  * No lock is held across pthread_create or any call that may allocate.
  */
 #ifndef TS_CORE_INTERNAL_H
@@ -457,6 +458,21 @@ TS_HIDDEN void _ts_abandoned_delay_changed(uint64_t now);
 TS_HIDDEN void _ts_abandoned_atfork_prepare(void);
 TS_HIDDEN void _ts_abandoned_atfork_parent(void);
 TS_HIDDEN void _ts_abandoned_atfork_child(void);
+
+/* ---- bigcache.c ---------------------------------------------------------- */
+
+/* Blocks of big classes freed to pages the freer does not own, for any
+ * thread's next allocation of the class. Push: true when kept (the block
+ * marked free); pop: a block handed out, or NULL; purge: stacks unused for
+ * a purge delay (all when forced) go back to their pages; returns when the
+ * next is due. */
+TS_HIDDEN bool _ts_bigcache_push(ts_page_t *page, ts_block_t *block);
+TS_HIDDEN void *_ts_bigcache_pop(unsigned cls);
+TS_HIDDEN uint64_t _ts_bigcache_purge(uint64_t now, bool force);
+TS_HIDDEN unsigned _ts_bigcache_kept(unsigned cls); /* blocks of the class kept (a hint) */
+TS_HIDDEN void _ts_bigcache_atfork_prepare(void);
+TS_HIDDEN void _ts_bigcache_atfork_parent(void);
+TS_HIDDEN void _ts_bigcache_atfork_child(void);
 
 /* ---- large.c ------------------------------------------------------------- */
 

@@ -64,6 +64,8 @@ uint64_t _ts_purge_run(uint64_t now, bool force) {
     uint64_t segments = _ts_segments_purge(now, force);
     uint64_t large = _ts_large_purge(now, force);
     next = segments < next ? segments : next;
+    uint64_t big = _ts_bigcache_purge(now, force);
+    next = big < next ? big : next;
     return large < next ? large : next;
 }
 

@@ -131,6 +131,8 @@ static void take_snapshot(snapshot_t *s) {
     _ts_heaps_visit(add_heap, s);
     _ts_segments_live(s->live);
     for (unsigned c = 0; c < TS_CLASS_COUNT; c++) {
+        unsigned kept = _ts_bigcache_kept(c); /* free, though out of their pages */
+        s->live[c] -= kept < s->live[c] ? kept : s->live[c];
         if (s->live[c] > s->alloc[c]) s->live[c] = s->alloc[c]; /* racy snapshot */
         s->freed[c] = s->alloc[c] - s->live[c];
         s->live_bytes += (size_t)s->live[c] * _ts_classes[c].size;

@@ -135,8 +135,9 @@ static size_t free_all_but_one_per_page(owner_t *o, size_t *kept) {
 static uint64_t fake_now;
 static void pass(void) {
     if (!fake_now) fake_now = _ts_os_now_ns() + ((uint64_t)1 << 40);
-    fake_now += (uint64_t)1 << 43;    /* more than eight purge delays (_ts_idle_ns) */
-    (void)_ts_heaps_rescue(fake_now); /* the blocks handed over for full pages */
+    fake_now += (uint64_t)1 << 43;             /* more than eight purge delays (_ts_idle_ns) */
+    (void)_ts_bigcache_purge(fake_now, false); /* big blocks kept for other threads */
+    (void)_ts_heaps_rescue(fake_now);          /* the blocks handed over for full pages */
     (void)_ts_heaps_sweep(fake_now);
 }
 static size_t swept(void) {

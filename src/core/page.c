@@ -621,20 +621,22 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
     void *ready = ts_queue_pop(heap, cls); /* e.g. aligned or calloc requests */
     if (ready) return ready;
     ts_page_queue_t *q = &heap->queue[cls];
-    ts_page_t *page = q->first;
+    ts_page_t *page;
+    _ts_heap_slow_tick(heap);
     /* A big class: a block another thread freed to a page not its own
      * (bigcache.c), unless blocks wait for us in our first page, before
      * carving fresh memory. Not for ts_heap_new's heaps: their blocks stay
      * their own. */
+    page = q->first;
     if (_ts_classes[cls].kind == TS_KIND_BIG && !heap->user &&
-        (!page || !ts_tf_ptr(atomic_load_explicit(&page->thread_free, memory_order_relaxed)))) {
+        (!page || (!page->free &&
+                   !ts_tf_ptr(atomic_load_explicit(&page->thread_free, memory_order_relaxed))))) {
         void *block = _ts_bigcache_pop(cls);
         if (block) {
             heap->alloc_class[cls]++;
             return block;
         }
     }
-    _ts_heap_slow_tick(heap);
     for (unsigned round = 0;; round++) {
         page = q->first;
         while (page && !page->free && !page_refill(page)) {

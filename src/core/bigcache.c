@@ -36,8 +36,6 @@
 
 #include <string.h>
 
-#if !TS_SECURE
-
 #define TS_BIGCACHE_SLOTS       32
 #define TS_BIGCACHE_CLASS_BYTES ((size_t)2 << 20)
 
@@ -59,6 +57,11 @@ static unsigned capacity(unsigned cls) {
 }
 
 bool _ts_bigcache_push(ts_page_t *page, ts_block_t *block) {
+#if TS_SECURE
+    (void)page;
+    (void)block;
+    return false; /* the hardened build: frees wait in the quarantine instead */
+#endif
     unsigned cls = page->cls, i = BIG_INDEX(cls);
     ts_assert(_ts_classes[cls].kind == TS_KIND_BIG && ts_block_marked(page, block));
     uint64_t now = _ts_os_now_ns();
@@ -134,29 +137,3 @@ void _ts_bigcache_atfork_child(void) {
     for (unsigned i = 0; i < TS_CLASS_COUNT - TS_LIST_CLASS_LAST - 1; i++)
         pthread_mutex_init(&bigcache_lock[i], NULL);
 }
-
-#else /* the hardened build: frees wait in the quarantine instead */
-
-bool _ts_bigcache_push(ts_page_t *page, ts_block_t *block) {
-    (void)page;
-    (void)block;
-    return false;
-}
-void *_ts_bigcache_pop(unsigned cls) {
-    (void)cls;
-    return NULL;
-}
-uint64_t _ts_bigcache_purge(uint64_t now, bool force) {
-    (void)now;
-    (void)force;
-    return UINT64_MAX;
-}
-unsigned _ts_bigcache_kept(unsigned cls) {
-    (void)cls;
-    return 0;
-}
-void _ts_bigcache_atfork_prepare(void) {}
-void _ts_bigcache_atfork_parent(void) {}
-void _ts_bigcache_atfork_child(void) {}
-
-#endif

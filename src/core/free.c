@@ -202,11 +202,11 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
         _ts_page_push_remote(page, block, block, 1);
         return;
     }
-    if (page->block_size > TS_RBATCH_MAX_BLOCK || page_of_user_heap(page)) {
+    bool user = page_of_user_heap(page);
+    if (page->block_size > TS_RBATCH_MAX_BLOCK || user) {
         /* A big block: kept for the next thread that needs its class
          * (bigcache.c), rather than left to an owner that may not. */
-        if (page->block_size > TS_MEDIUM_PAGE_MAX && !page_of_user_heap(page) &&
-            _ts_bigcache_push(page, block))
+        if (!user && page->block_size > TS_MEDIUM_PAGE_MAX && _ts_bigcache_push(page, block))
             return;
         heap->remote_frees++;
         heap->remote_pushes++;

@@ -88,9 +88,9 @@ uint64_t _ts_idle_ns(unsigned shift) {
  * purge thread first gave back its memory at `at`. Back within 8 idle waits
  * of that: one step up, so that a thread that pauses between bursts stops
  * faulting in at each burst what its pause gave back (200 blocks of 256 KiB
- * a burst: 28 ms against 8 ms); with pauses of up to about 6 s the rescue
- * and the sweep stop after a few bursts. Back after more than 64: one step
- * down. */
+ * a burst: 28 ms against 8 ms; pauses of 150 and 400 ms stop paying after
+ * one and two bursts, pauses of 1 s pay at every burst, as with a fixed
+ * wait of five delays). Back after more than 64: one step down. */
 unsigned _ts_idle_shift_next(unsigned shift, uint64_t at, uint64_t now) {
     uint64_t idle = _ts_idle_ns(shift), away = now > at ? now - at : 0;
     if (away < 8 * idle) return shift < TS_IDLE_SHIFT_MAX ? shift + 1 : shift;

@@ -267,21 +267,22 @@ static bool heap_waiting(ts_heap_t *heap) {
            atomic_load_explicit(&heap->rescue_queue, memory_order_relaxed);
 }
 
-/* Everything that can be rescued of an idle heap now. */
-static uint32_t rescue_all(ts_heap_t *heap, uint32_t stamp) {
+/* Everything that can be rescued of an idle heap now; a give-back is noted
+ * for the owner (_ts_heap_note_give_back): coming back soon after it makes
+ * the heap's next idle wait longer. */
+static uint32_t rescue_all(ts_heap_t *heap, uint32_t stamp, uint64_t now) {
     uint32_t rescued = rescue_heap(heap, stamp);
     if (atomic_load_explicit(&heap->rescue_queue, memory_order_relaxed) &&
         atomic_exchange_explicit(&heap->rescue_queue, 0, memory_order_relaxed))
         rescued += _ts_segments_rescue(heap);
+    if (rescued) _ts_heap_note_give_back(heap, now);
     return rescued;
 }
 
 /* One heap, under the pool lock (heap.c's _ts_heaps_rescue walks them);
  * returns when to look at it again. Only a heap seen idle for its idle wait
  * (ts_heap_idle_ns): malloc_trim(), which forces the other purges, does not
- * rescue pages whose owner may be about to reuse them. A rescue that gave
- * back pages is noted for the owner (_ts_heap_note_give_back): coming back
- * soon after it makes the heap's next wait longer.
+ * rescue pages whose owner may be about to reuse them.
  * After RESCUE_BACKOFF_MAX looks in a row that rescued nothing the heap is
  * parked: not looked at until a free wakes it (free.c, rescue_wake), so an
  * idle process whose idle thread keeps some blocks out sleeps. */
@@ -319,19 +320,17 @@ uint64_t _ts_heap_rescue(ts_heap_t *heap, uint64_t now) {
         return now + period < heap->rescue_idle_at ? now + period : heap->rescue_idle_at;
     }
     if (now < heap->rescue_at) return heap->rescue_at; /* backing off */
-    uint32_t rescued = rescue_all(heap, slow);
+    uint32_t rescued = rescue_all(heap, slow, now);
     heap->rescue_seen_slow = slow;
-    if (rescued) _ts_heap_note_give_back(heap, now);
     if (!rescued && heap->rescue_backoff == RESCUE_BACKOFF_MAX) {
         /* Park, then look once more: a push that came before the heap was
          * parked did not wake it (free.c's fence pairs with this one). Once
          * woken, the next look waits a period, so that wake-ups coalesce. */
         atomic_store_explicit(&heap->rescue_parked, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
-        rescued = rescue_all(heap, slow);
+        rescued = rescue_all(heap, slow, now);
         heap->rescue_at = now + period;
         if (!rescued) return UINT64_MAX;
-        _ts_heap_note_give_back(heap, now);
         atomic_store_explicit(&heap->rescue_parked, 0, memory_order_relaxed);
     }
     if (!heap_waiting(heap)) {

@@ -93,13 +93,17 @@ static size_t size_at(size_t i) {
     return sizes[i % (sizeof sizes / sizeof sizes[0])];
 }
 
-static void alloc_all(owner_t *o) {
+/* The owner's blocks: sized by size(i), each filled with its pattern. */
+static void alloc_sized(owner_t *o, size_t (*size)(size_t)) {
     for (size_t i = 0; i < o->n; i++) {
-        o->sizes[i] = size_at(i);
+        o->sizes[i] = size(i);
         o->blocks[i] = malloc(o->sizes[i]);
         CHECK(o->blocks[i] != NULL);
         fill(o->blocks[i], o->sizes[i], i * 2654435761u + 1);
     }
+}
+static void alloc_all(owner_t *o) {
+    alloc_sized(o, size_at);
 }
 static void check_free_all(owner_t *o) {
     for (size_t i = 0; i < o->n; i++) {
@@ -482,12 +486,7 @@ static size_t small_size(size_t i) { /* 16 B .. 1000 B: small pages */
     return 16 + (i * 37) % 985;
 }
 static void alloc_small(owner_t *o) {
-    for (size_t i = 0; i < o->n; i++) {
-        o->sizes[i] = small_size(i);
-        o->blocks[i] = malloc(o->sizes[i]);
-        CHECK(o->blocks[i] != NULL);
-        fill(o->blocks[i], o->sizes[i], i * 2654435761u + 1);
-    }
+    alloc_sized(o, small_size);
 }
 /* The owner frees the first of its blocks on each page: no page stays full,
  * every page but the heads waits in a queue with a block on its own list. */

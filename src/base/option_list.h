@@ -39,6 +39,8 @@ TS_OPTION(QUARANTINE, "QUARANTINE", SECURE, SIZE, TS_MB(1), 0, TS_GB(1),
           "bytes of freed blocks a thread keeps zeroed and unused before reuse (0: none)")
 TS_OPTION(ZERO_ON_FREE, "ZERO_ON_FREE", SECURE, SIZE, TS_KB(4), 0, TS_KB(512),
           "bytes zeroed at the start of each freed block (whole blocks up to this size)")
+TS_OPTION(DEALLOC_MISMATCH, "DEALLOC_MISMATCH", SECURE, BOOL, 1, 0, 1,
+          "abort when free or realloc gets a block of new or new[], or delete one of malloc")
 /* ---- the heap profiler of tsalloc (src/core/prof.c) ---- */
 TS_OPTION(PROF, "PROF", PROF, BOOL, 0, 0, 1,
           "sample allocations and write heap profiles (docs/profiling.md)")

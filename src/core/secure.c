@@ -8,8 +8,11 @@
  *   a check of the slack, the block's address and a secret; up to 8 slack
  *   bytes after the request hold a pattern. free, realloc,
  *   malloc_usable_size and sized delete check both: "heap overflow".
- * - new[]: the check is mixed with TS_KIND_ARRAY; operator delete refuses
- *   such a block and delete[] any other (free and realloc take both).
+ * - Kinds: the check of a block of operator new is mixed with TS_KIND_NEW,
+ *   of new[] with TS_KIND_ARRAY. delete refuses a block of new[] and
+ *   delete[] any other; with TSALLOC_DEALLOC_MISMATCH (the default) free
+ *   and realloc refuse the blocks of new and new[], and delete those of
+ *   malloc.
  * - Quarantine: a freed class block is zeroed (its first
  *   TSALLOC_ZERO_ON_FREE bytes) but for its second word, a mark of its
  *   address and a secret, and waits in its heap's ring (TSALLOC_QUARANTINE
@@ -44,13 +47,16 @@
 TS_DESIGN_DECLARE(core)
 TS_DESIGN_DECLARE(secure)
 TS_HIDDEN void _ts_secure_free_sized(void *p, size_t size, bool array);
-TS_HIDDEN void _ts_secure_tag_array(void *p);
+TS_HIDDEN void *_ts_secure_new(size_t size);
+TS_HIDDEN void *_ts_secure_new_array(size_t size);
+TS_HIDDEN void _ts_secure_tag(void *p, bool array);
 TS_HIDDEN void _ts_secure_delete(void *p);
 TS_HIDDEN void _ts_secure_delete_array(void *p);
 
-/* What a check of a block's trailer accepts: its kind (0 or TS_KIND_ARRAY)
- * for operator delete and delete[], or either (free, realloc). */
+/* What malloc_usable_size accepts: a block of any kind. */
 #define KIND_ANY UINT64_MAX
+/* A trailer whose check matches no kind: overwritten. */
+#define KIND_NONE (UINT64_MAX - 1)
 
 #define TS_ZERO_SPAN ((size_t)64 << 20) /* region of zero-size blocks */
 /* A large block's last OS page is its guard: inaccessible. */
@@ -72,6 +78,7 @@ uint64_t _ts_secure_secret;          /* canaries, quarantine marks, link keys */
 static _Atomic uint64_t carve_count; /* varies the order of successive carvings */
 size_t _ts_secure_quarantine_max;
 size_t _ts_secure_zero_max;
+static bool dealloc_check; /* TSALLOC_DEALLOC_MISMATCH */
 uint32_t _ts_secure_slot_cap[TS_DIRECT_SLOTS];
 static _Atomic uintptr_t zero_base;
 static _Atomic uintptr_t zero_next;
@@ -98,6 +105,7 @@ static TS_NOINLINE void secure_init(void) {
         for (unsigned s = 0; s < TS_DIRECT_SLOTS; s++)
             _ts_secure_slot_cap[s] = _ts_classes[ts_class_of(s * 16)].size;
         _ts_secure_zero_max = (size_t)_ts_option_env(TS_OPTID_ZERO_ON_FREE, &origin);
+        dealloc_check = _ts_option_env(TS_OPTID_DEALLOC_MISMATCH, &origin) != 0;
         _ts_secure_scan_init();
         atomic_store_explicit(&ready, 2, memory_order_release);
         return;
@@ -256,33 +264,45 @@ static size_t live_block(const char *func, void *p, ts_page_t **pagep) {
     return cap;
 }
 
-/* The kind of p, a live block of cap bytes, as its trailer's check says
- * (0 when it matches neither kind: an overflow, found by the caller). */
-static uint32_t block_kind(void *p, size_t cap) {
+/* The kind of p, a live block of cap bytes, whose check its trailer
+ * carries (0, TS_KIND_NEW or TS_KIND_ARRAY), or KIND_NONE. */
+static uint64_t block_kind(void *p, size_t cap) {
     uint64_t w = *ts_secure_trailer(p, cap);
-    return (uint32_t)w == (ts_secure_check(p, w >> 32) ^ TS_KIND_ARRAY) ? TS_KIND_ARRAY : 0;
+    uint32_t kind = (uint32_t)w ^ ts_secure_check(p, w >> 32);
+    return kind == 0 || kind == TS_KIND_NEW || kind == TS_KIND_ARRAY ? kind : KIND_NONE;
 }
 
-static TS_NORETURN void kind_mismatch(const char *func, void *p, uint32_t want) {
+/* A block of `kind` given to func, which takes blocks of `want`: delete
+ * and delete[] never take each other's blocks; free, realloc and delete
+ * take those of malloc and new from each other unless
+ * TSALLOC_DEALLOC_MISMATCH. */
+static void kind_check(const char *func, void *p, uint64_t want, uint64_t kind) {
+    if (want == KIND_ANY || kind == want) return;
     if (want == TS_KIND_ARRAY) _ts_fatal("%s(): block %p was not allocated by new[]", func, p);
-    _ts_fatal("%s(): block %p was allocated by new[]", func, p);
+    if (kind == TS_KIND_ARRAY) {
+        if (want == TS_KIND_NEW || dealloc_check)
+            _ts_fatal("%s(): block %p was allocated by new[]", func, p);
+        return;
+    }
+    if (!dealloc_check) return;
+    if (want == TS_KIND_NEW) _ts_fatal("%s(): block %p was not allocated by new", func, p);
+    _ts_fatal("%s(): block %p was allocated by new", func, p);
 }
 
 /* The size asked for a live block of cap bytes, of kind `want` (KIND_ANY:
- * either); aborts on an overflow or a block of the other kind. The size
- * named is the capacity when the trailer itself was overwritten. */
+ * any); aborts on an overflow or a block of a kind func refuses
+ * (kind_check). The size named is the capacity when the trailer itself was
+ * overwritten. */
 static size_t sealed_size(const char *func, void *p, size_t cap, uint64_t want) {
-    uint32_t kind = want == KIND_ANY ? block_kind(p, cap) : (uint32_t)want;
-    size_t size = ts_secure_sealed_size_as(p, cap, kind);
-    if (size != SIZE_MAX) return size;
-    if (want != KIND_ANY && ts_secure_sealed_size_as(p, cap, kind ^ TS_KIND_ARRAY) != SIZE_MAX)
-        kind_mismatch(func, p, kind);
-    uint64_t w = *ts_secure_trailer(p, cap), slack = w >> 32;
-    if (((uint32_t)w == ts_secure_check(p, slack) ||
-         (uint32_t)w == (ts_secure_check(p, slack) ^ TS_KIND_ARRAY)) &&
-        slack <= cap - TS_PAD)
-        overflow(func, p, cap - TS_PAD - slack);
-    overflow(func, p, cap - TS_PAD);
+    uint64_t kind = block_kind(p, cap);
+    if (kind == KIND_NONE) overflow(func, p, cap - TS_PAD);
+    size_t size = ts_secure_sealed_size_as(p, cap, (uint32_t)kind);
+    if (size == SIZE_MAX) { /* the slack changed, or its length is impossible */
+        uint64_t slack = *ts_secure_trailer(p, cap) >> 32;
+        overflow(func, p, slack <= cap - TS_PAD ? cap - TS_PAD - slack : cap - TS_PAD);
+    }
+    kind_check(func, p, want, kind);
+    return size;
 }
 
 /* ---- quarantine ------------------------------------------------------------------- */
@@ -510,7 +530,7 @@ static void secure_free(const char *func, void *p, size_t expect, uint64_t kind)
 }
 
 void _ts_secure_free_slow(void *p) {
-    secure_free("free", p, SIZE_MAX, KIND_ANY);
+    secure_free("free", p, SIZE_MAX, 0);
 }
 
 void _ts_secure_free(void *p) {
@@ -518,7 +538,7 @@ void _ts_secure_free(void *p) {
 }
 
 void _ts_secure_delete_slow(void *p) {
-    secure_free("operator delete", p, SIZE_MAX, 0);
+    secure_free("operator delete", p, SIZE_MAX, TS_KIND_NEW);
 }
 
 void _ts_secure_delete_array_slow(void *p) {
@@ -527,7 +547,7 @@ void _ts_secure_delete_array_slow(void *p) {
 
 /* The C++ shim's operator delete and delete[] (override_cxx.cpp). */
 void _ts_secure_delete(void *p) {
-    ts_secure_free_as(p, 0, _ts_secure_delete_slow);
+    ts_secure_free_as(p, TS_KIND_NEW, _ts_secure_delete_slow);
 }
 
 void _ts_secure_delete_array(void *p) {
@@ -538,17 +558,35 @@ void _ts_secure_free_sized(void *p, size_t size, bool array) {
     if (array)
         secure_free("operator delete[]", p, size, TS_KIND_ARRAY);
     else
-        secure_free("operator delete", p, size, 0);
+        secure_free("operator delete", p, size, TS_KIND_NEW);
 }
 
-/* A block operator new[] just made: its trailer marked as new[]'s. Zero-size
- * blocks have no trailer (and so no mismatch found). */
-void _ts_secure_tag_array(void *p) {
+/* The C++ shim's operator new and new[] (override_cxx.cpp): a block sealed
+ * as theirs (NULL when the core has none: the shim's new-handler loop
+ * follows, then _ts_secure_tag). */
+void *_ts_secure_new(size_t size) {
+    return ts_secure_malloc_as(size, TS_KIND_NEW);
+}
+
+void *_ts_secure_new_array(size_t size) {
+    return ts_secure_malloc_as(size, TS_KIND_ARRAY);
+}
+
+/* A block of malloc's kind made for operator new (its aligned forms, and
+ * new's way through the new-handler) or new[]: its trailer marked as
+ * theirs. Zero-size blocks have no trailer (and so no kind). */
+void _ts_secure_tag(void *p, bool array) {
     if (ts_vg_core_routes() || is_zero_block(p)) return;
     ts_page_t *page;
-    size_t cap = live_block("operator new[]", p, &page);
+    size_t cap = live_block(array ? "operator new[]" : "operator new", p, &page);
     uint64_t *t = ts_secure_trailer(p, cap), slack = *t >> 32;
-    *t = slack << 32 | (ts_secure_check(p, slack) ^ TS_KIND_ARRAY);
+    *t = slack << 32 | (ts_secure_check(p, slack) ^ (array ? TS_KIND_ARRAY : TS_KIND_NEW));
+}
+
+void *_ts_secure_new_slow(size_t size, uint32_t kind) {
+    void *p = _ts_secure_malloc_slow(size);
+    if (p) _ts_secure_tag(p, kind == TS_KIND_ARRAY);
+    return p;
 }
 
 void *_ts_secure_calloc(size_t total) {
@@ -599,11 +637,11 @@ void *_ts_secure_realloc(void *p, size_t size) {
     if (too_big(size)) return NULL;
     ts_page_t *page;
     size_t cap = live_block("realloc", p, &page);
-    size_t old = sealed_size("realloc", p, cap, KIND_ANY);
+    size_t old = sealed_size("realloc", p, cap, 0);
     size_t room = cap - TS_PAD;
     if (size <= room && (size >= room / 2 || cap <= 64)) {
         if (size > old) memset((char *)p + old, 0, size - old);
-        ts_secure_seal_as(p, size, cap, block_kind(p, cap));
+        ts_secure_seal_as(p, size, cap, (uint32_t)block_kind(p, cap));
         return p;
     }
     if (!page && size + TS_PAD > TS_CLASS_MAX_SIZE) {

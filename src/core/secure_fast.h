@@ -27,16 +27,19 @@
 #define TS_SLACK_BYTE 0xc5        /* slack bytes after the request */
 #define TS_SLACK_WORD 0xc5c5c5c5c5c5c5c5ull
 #define TS_MARK_TOP   ((uint64_t)1 << 63) /* set in every core free mark */
-/* Mixed into the trailer's check of blocks made by operator new[], so that
- * operator delete (and delete[] of any other block) sees the mismatch. */
+/* Mixed into the trailer's check of blocks made by operator new and new[]
+ * (malloc's blocks mix in 0), so that each deallocating function sees a
+ * block of another kind (secure.c decides what a mismatch costs). */
+#define TS_KIND_NEW   0xbb67ae85u
 #define TS_KIND_ARRAY 0x6a09e667u
 
 /* Set once, before the first block (secure.c). */
 TS_HIDDEN extern uint64_t _ts_secure_secret; /* odd */
 TS_HIDDEN void *_ts_secure_malloc_slow(size_t size);
 TS_HIDDEN void _ts_secure_free_slow(void *p);
-TS_HIDDEN void _ts_secure_delete_slow(void *p);       /* operator delete's */
-TS_HIDDEN void _ts_secure_delete_array_slow(void *p); /* operator delete[]'s */
+TS_HIDDEN void *_ts_secure_new_slow(size_t size, uint32_t kind); /* operator new's */
+TS_HIDDEN void _ts_secure_delete_slow(void *p);                  /* operator delete's */
+TS_HIDDEN void _ts_secure_delete_array_slow(void *p);            /* operator delete[]'s */
 TS_HIDDEN void _ts_secure_quarantine_make_room(ts_quarantine_t *q, size_t cap);
 /* The rest of free for a checked class block of page that free's inline
  * part leaves (more than 128 bytes to zero, a full ring): zero, quarantine
@@ -120,7 +123,7 @@ TS_INLINE void ts_secure_quarantine(ts_heap_t *heap, void *p, size_t cap, uint64
 }
 
 /* p holds `size` bytes of a block of `cap` (the core's usable size), of
- * kind 0 (malloc, new) or TS_KIND_ARRAY (new[]). */
+ * kind 0 (malloc), TS_KIND_NEW (new) or TS_KIND_ARRAY (new[]). */
 TS_INLINE void ts_secure_seal_as(void *p, size_t size, size_t cap, uint32_t kind) {
     uint64_t slack = cap - TS_PAD - size, fill = TS_SLACK_WORD;
     memcpy((char *)p + size, &fill, 8); /* in the block: size + 8 <= cap */
@@ -129,7 +132,7 @@ TS_INLINE void ts_secure_seal_as(void *p, size_t size, size_t cap, uint32_t kind
 #define ts_secure_seal(p, size, cap) ts_secure_seal_as((p), (size), (cap), 0)
 
 /* The size asked for p, a live block of `cap` bytes and of that kind, or
- * SIZE_MAX when anything after it changed (or it is of the other kind). */
+ * SIZE_MAX when anything after it changed (or it is of another kind). */
 TS_INLINE size_t ts_secure_sealed_size_as(void *p, size_t cap, uint32_t kind) {
     uint64_t w = *ts_secure_trailer(p, cap);
     uint64_t slack = w >> 32;
@@ -143,7 +146,9 @@ TS_INLINE size_t ts_secure_sealed_size_as(void *p, size_t cap, uint32_t kind) {
 }
 #define ts_secure_sealed_size(p, cap) ts_secure_sealed_size_as((p), (cap), 0)
 
-TS_INLINE void *ts_secure_malloc_inline(size_t size) {
+/* malloc (kind 0), and operator new (TS_KIND_NEW) and new[] (TS_KIND_ARRAY):
+ * a block sealed as that kind. */
+TS_INLINE void *ts_secure_malloc_as(size_t size, uint32_t kind) {
     size_t asked = size + TS_PAD;
     if (ts_likely(asked - (TS_PAD + 1) < TS_DIRECT_MAX - TS_PAD)) { /* 1 .. 1016 */
         ts_heap_t *heap = _ts_tls_heap;
@@ -154,15 +159,20 @@ TS_INLINE void *ts_secure_malloc_inline(size_t size) {
             heap->alloc_slot[slot]++;
             ts_pop(page, block);
             ((uint64_t *)block)[0] = 0; /* the link: the rest was zeroed when freed */
-            ts_secure_seal(block, size, _ts_secure_slot_cap[slot]);
+            ts_secure_seal_as(block, size, _ts_secure_slot_cap[slot], kind);
             return block;
         }
     }
-    return _ts_secure_malloc_slow(size);
+    return kind ? _ts_secure_new_slow(size, kind) : _ts_secure_malloc_slow(size);
 }
 
-/* free, and operator delete (kind 0) and delete[] (TS_KIND_ARRAY): a block
- * of another kind goes to `slow`, which accepts it (free) or aborts. */
+TS_INLINE void *ts_secure_malloc_inline(size_t size) {
+    return ts_secure_malloc_as(size, 0);
+}
+
+/* free (kind 0), and operator delete (TS_KIND_NEW) and delete[]
+ * (TS_KIND_ARRAY): a block of another kind goes to `slow`, which accepts it
+ * or aborts (secure.c). */
 TS_INLINE void ts_secure_free_as(void *p, uint32_t kind, void (*slow)(void *)) {
     ts_page_t *page = ts_free_page_of(p);
     if (ts_unlikely(page == NULL)) goto slow; /* NULL, foreign, large or zero-size */

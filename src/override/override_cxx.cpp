@@ -27,9 +27,11 @@ extern "C" {
 
 #include "designs/family.h"
 #if TS_SECURE
-/* core/secure.c: blocks of new[] are told apart from others (secure.md). */
+/* core/secure.c: blocks of new, new[] and malloc are told apart (secure.md). */
+TS_HIDDEN void *_ts_secure_new(size_t size);
+TS_HIDDEN void *_ts_secure_new_array(size_t size);
+TS_HIDDEN void _ts_secure_tag(void *ptr, bool array);
 TS_HIDDEN void _ts_secure_free_sized(void *ptr, size_t size, bool array);
-TS_HIDDEN void _ts_secure_tag_array(void *ptr);
 TS_HIDDEN void _ts_secure_delete(void *ptr);
 TS_HIDDEN void _ts_secure_delete_array(void *ptr);
 #endif
@@ -265,8 +267,17 @@ __attribute__((always_inline)) inline void *new_block(new_request r, new_form fo
         return new_profiled(r.size, r.align, form, nothrow, __builtin_return_address(0));
 #endif
     if (!r.aligned) {
+#if TS_SECURE /* a block sealed as new's or new[]'s */
+        bool array = form == FORM_NEW_ARRAY;
+        void *p = array ? _ts_secure_new_array(r.size) : _ts_secure_new(r.size);
+        if (__builtin_expect(p != nullptr, 1)) return p;
+        p = new_slow(r.size, 0, form, nothrow);
+        if (p) _ts_secure_tag(p, array);
+        return p;
+#else
         void *p = TS_FAMILY_FN(malloc)(r.size);
         return __builtin_expect(p != nullptr, 1) ? p : new_slow(r.size, 0, form, nothrow);
+#endif
     }
     if (__builtin_expect(!ts_is_pow2(r.align), 0)) return bad_alignment(r.size, r.align, nothrow);
     void *p = ts_family_memalign(r.align, r.size);
@@ -280,7 +291,7 @@ template <class... Unused> inline void delete_block(void *ptr, const Unused &...
 }
 #if TS_SECURE
 /* The hardened build checks the size a sized delete passes, and that
- * delete[] gets the blocks of new[] and delete the others (secure.c). */
+ * delete[] gets the blocks of new[] and delete those of new (secure.c). */
 template <bool array, class... Unused> inline void secure_delete(void *ptr, const Unused &...) {
     if (array)
         _ts_secure_delete_array(ptr);
@@ -295,11 +306,13 @@ template <bool array> inline void secure_delete(void *ptr, size_t size, TS_CXX_A
 }
 #endif
 
-/* What operator new returns: in the hardened build, new[]'s blocks are
- * marked as such. */
+/* What operator new returns: in the hardened build, the blocks of the
+ * aligned forms (memalign's) are marked as new's or new[]'s; new_block
+ * made the others so. */
 inline void *new_made(void *p, new_form form) {
 #if TS_SECURE
-    if ((form == FORM_NEW_ARRAY || form == FORM_NEW_ARRAY_ALIGNED) && p) _ts_secure_tag_array(p);
+    if ((form == FORM_NEW_ALIGNED || form == FORM_NEW_ARRAY_ALIGNED) && p)
+        _ts_secure_tag(p, form == FORM_NEW_ARRAY_ALIGNED);
 #else
     (void)form;
 #endif

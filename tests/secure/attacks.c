@@ -285,6 +285,40 @@ static void new_delete_array(size_t n) {
     op_delete(p);
 }
 
+/* Blocks given to a deallocating function of another family
+ * (TSALLOC_DEALLOC_MISMATCH, on by default in the hardened build): */
+static void new_free(size_t n) { /* new, then free */
+    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znwm");
+    if (!op_new) return;
+    void *p = op_new(n);
+    expect("tsalloc: free(): block %p was allocated by new", p);
+    FREE(p);
+}
+
+static void new_array_free(size_t n) { /* new[], then free */
+    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znam");
+    if (!op_new) return;
+    void *p = op_new(n);
+    expect("tsalloc: free(): block %p was allocated by new[]", p);
+    FREE(p);
+}
+
+static void new_realloc(size_t n) { /* new, then realloc */
+    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znwm");
+    if (!op_new) return;
+    void *p = op_new(n);
+    expect("tsalloc: realloc(): block %p was allocated by new", p);
+    sink = realloc(launder(p), 2 * n);
+}
+
+static void malloc_delete(size_t n) { /* malloc, then delete */
+    void (*op_delete)(void *) = (void (*)(void *))cxx_symbol("_ZdlPv");
+    if (!op_delete) return;
+    void *p = malloc(n);
+    expect("tsalloc: operator delete(): block %p was not allocated by new", p);
+    op_delete(launder(p));
+}
+
 /* Sizes no allocator can give: NULL with ENOMEM is the right answer. */
 static void huge_size(size_t n) {
     (void)n;
@@ -342,6 +376,10 @@ static const attack_t attacks[] = {
     {"sized-delete", sized_delete, ANYSIZE, 0, ANYSIZE, "", 0},
     {"new-array-delete", new_array_delete, ANYSIZE, 0, ANYSIZE, "", 0},
     {"new-delete-array", new_delete_array, ANYSIZE, 0, ANYSIZE, "", 0},
+    {"new-free", new_free, ANYSIZE, 0, ANYSIZE, "", 0},
+    {"new-array-free", new_array_free, ANYSIZE, 0, ANYSIZE, "", 0},
+    {"new-realloc", new_realloc, ANYSIZE, 0, ANYSIZE, "", 0},
+    {"malloc-delete", malloc_delete, ANYSIZE, 0, ANYSIZE, "", 0},
     {"huge-size", huge_size, SMALL, SMALL, SMALL, "", 0},
 };
 

@@ -17,4 +17,8 @@ target_include_directories(secure_api PRIVATE ${TS_TEST_SUPPORT})
 target_link_libraries(secure_api PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 if(TARGET tsalloc-secure)
   ts_preload_test(secure_api secure_api DESIGNS secure TIMEOUT 60)
+  # Again with mixed families allowed: free, realloc and delete take each
+  # other's blocks, and realloc keeps a block's kind.
+  ts_preload_test(secure_api_mixed secure_api DESIGNS secure TIMEOUT 60
+                  ENV TSALLOC_DEALLOC_MISMATCH=0)
 endif()

@@ -4,10 +4,12 @@
  * size asked for; every block comes zeroed up to TSALLOC_ZERO_ON_FREE
  * (4 KiB) however its memory was used before; a freed block is not handed
  * out again at once; realloc, memalign and sized delete of the right size
- * never trip a check; a block of new[] is one free, realloc and
- * malloc_usable_size accept (only operator delete refuses it), and a
- * realloc in place keeps it one; ts_heap_check() reads the encoded free
- * lists and finds nothing wrong. */
+ * never trip a check; malloc_usable_size takes the blocks of new and
+ * new[], and delete and delete[] their own; with TSALLOC_DEALLOC_MISMATCH=0
+ * (the test's second run) free, realloc and delete take the blocks of
+ * malloc, new and new[] from each other, and a realloc in place keeps a
+ * block new[]'s; ts_heap_check() reads the encoded free lists and finds
+ * nothing wrong. */
 #include "check.h"
 
 #include <malloc.h>
@@ -111,30 +113,41 @@ static void sized_delete(void) {
     }
 }
 
-static void array_blocks(void) {
-    void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znam");
-    void (*op_delete)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdaPv");
-    void (*op_delete_sized)(void *, size_t) =
+static void cxx_blocks(void) {
+    void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+    void *(*op_new_array)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znam");
+    void (*op_delete)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdlPv");
+    void (*op_delete_array)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdaPv");
+    void (*op_delete_array_sized)(void *, size_t) =
         (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdaPvm");
-    if (!op_new || !op_delete || !op_delete_sized) return;
+    if (!op_new || !op_new_array || !op_delete || !op_delete_array || !op_delete_array_sized)
+        return;
+    const char *option = getenv("TSALLOC_DEALLOC_MISMATCH");
+    int mixed = option && !strcmp(option, "0");
     for (size_t i = 0; i < NSIZES; i++) {
         size_t n = sizes[i];
-        char *p = op_new(n);
+        char *p = op_new_array(n);
         memset(p, 1, n);
         CHECK_EQ(malloc_usable_size(p), n);
-        free(p);
+        op_delete_array(p);
         p = op_new(n);
-        p = realloc(p, n - n / 4);
+        CHECK_EQ(malloc_usable_size(p), n);
+        op_delete(p);
+        p = op_new_array(n);
+        op_delete_array_sized(p, n);
+        if (!mixed) continue;
+        free(op_new(n));
+        free(op_new_array(n));
+        p = realloc(op_new(n), n + n / 2);
         CHECK(p != NULL);
         free(p);
-        p = op_new(n);
-        op_delete_sized(p, n);
-        p = op_new(n);
+        op_delete(malloc(n));
+        p = op_new_array(n);
         if (n > 16) {
             p = realloc(p, n - 1); /* in place: still new[]'s */
-            op_delete_sized(p, n - 1);
+            op_delete_array_sized(p, n - 1);
         } else {
-            op_delete(p);
+            op_delete_array(p);
         }
     }
 }
@@ -163,7 +176,7 @@ int main(void) {
     no_immediate_reuse();
     aligned_and_calloc();
     sized_delete();
-    array_blocks();
+    cxx_blocks();
     heap_check_reads_links();
     printf("secure_api: ok\n");
     return 0;

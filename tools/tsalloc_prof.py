@@ -4,7 +4,8 @@ heap-profile text format that TSALLOC_PROF=1 writes) without Go or Perl.
 
   tsalloc prof FILE [--top N] [--peak] [--base OLD] [--sample inuse_space|
                inuse_objects|alloc_space|alloc_objects] [--stacks N]
-               [--lines] [--flame OUT.html|OUT.svg]
+               [--focus RE] [--ignore RE] [--lines]
+               [--flame OUT.html|OUT.svg] [--collapsed OUT|-]
 
 Prints the functions holding the most (flat: the function that called
 malloc; cum: anywhere on the stack), then the top stacks, and with --flame
@@ -12,9 +13,14 @@ writes a self-contained flame graph. --peak reads FILE.peak, the profile
 of the highest peak. --base OLD subtracts an earlier profile stack by
 stack: what grew between the two (two numbered profiles of one process,
 from TSALLOC_PROF_SIGNAL or ts_prof_dump), largest growth first, and what
-shrank as negative values; the flame graph shows the growth. Addresses are symbolised from the ELF symbol tables of
-the objects listed under MAPPED_LIBRARIES (no tools needed); --lines adds
-file:line from addr2line when it is installed.
+shrank as negative values; the flame graph shows the growth. --focus keeps
+the stacks with a function matching a regular expression, --ignore drops
+them (pprof's -focus and -ignore). --collapsed writes the stacks as folded
+lines ("outermost;...;innermost value"), which flamegraph.pl, inferno and
+speedscope read; "-" writes them alone to standard output. Addresses are
+symbolised from the ELF symbol tables of the objects listed under
+MAPPED_LIBRARIES (no tools needed); --lines adds file:line from addr2line
+when it is installed.
 
 Also a module: load(path) gives a Profile whose samples carry function
 names (the tests use it).
@@ -23,6 +29,7 @@ import argparse
 import bisect
 import html
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -238,6 +245,29 @@ def subtract(prof, base):
     return Profile(header, samples, prof.maps)
 
 
+def select(prof, focus=None, ignore=None):
+    """The samples with a function matching the regular expression focus
+    (all when None), less those with one matching ignore."""
+    f = re.compile(focus) if focus else None
+    i = re.compile(ignore) if ignore else None
+    samples = [s for s in prof.samples
+               if (not f or any(f.search(fn) for fn in s.funcs)) and
+               not (i and any(i.search(fn) for fn in s.funcs))]
+    return Profile(prof.header, samples, prof.maps)
+
+
+def collapsed(prof, index):
+    """Folded stacks: 'outermost;...;innermost value' per distinct stack of
+    functions with a positive value, largest first (';' in a name becomes
+    ':', the separator's only meaning)."""
+    folded = {}
+    for s in prof.samples:
+        key = ";".join(fn.replace(";", ":") for fn in reversed(s.funcs))
+        folded[key] = folded.get(key, 0) + s.values[index]
+    rows = sorted(((v, k) for k, v in folded.items() if v > 0), key=lambda r: (-r[0], r[1]))
+    return ["%s %d" % (k, v) for v, k in rows]
+
+
 def by_function(prof, index):
     """{function: [flat, cum]} for value `index` (0..3, INDEXES)."""
     table = {}
@@ -357,8 +387,18 @@ def main(argv=None):
     ap.add_argument("--sample", choices=INDEXES, default="inuse_space")
     ap.add_argument("--lines", action="store_true", help="file:line with addr2line")
     ap.add_argument("--flame", metavar="OUT", help="write a flame graph (.svg or .html)")
+    ap.add_argument("--collapsed", metavar="OUT",
+                    help="write folded stacks (flamegraph.pl's input; '-': standard output)")
+    ap.add_argument("--focus", metavar="RE", help="only stacks with a function matching RE")
+    ap.add_argument("--ignore", metavar="RE", help="no stacks with a function matching RE")
     args = ap.parse_args(argv)
     path = args.file + ".peak" if args.peak and not args.file.endswith(".peak") else args.file
+    for pattern in (args.focus, args.ignore):
+        try:
+            re.compile(pattern or "")
+        except re.error as e:
+            print("tsalloc prof: %s: %s" % (pattern, e), file=sys.stderr)
+            return 2
     profs = []
     for p in [path] + ([args.base] if args.base else []):
         try:
@@ -368,12 +408,26 @@ def main(argv=None):
             return 2
     prof, base = profs[0], profs[1] if args.base else None
     title = "%s: %s" % (os.path.basename(path), args.sample)
+    quiet = args.collapsed == "-"  # the folded lines alone, for a pipe
     if base:
         prof = subtract(prof, base)
         title += " since %s" % os.path.basename(args.base)
-        print("%s less %s: what grew in between\n" % (path, args.base))
+        if not quiet:
+            print("%s less %s: what grew in between\n" % (path, args.base))
+    if args.focus or args.ignore:
+        prof = select(prof, args.focus, args.ignore)
+        title += "".join(" %s %s" % (k, v) for k, v in (("focus", args.focus),
+                                                         ("ignore", args.ignore)) if v)
     index = INDEXES.index(args.sample)
-    report(prof, index, args.top, args.stacks)
+    if args.collapsed:
+        text = "".join(line + "\n" for line in collapsed(prof, index))
+        if quiet:
+            sys.stdout.write(text)
+        else:
+            with open(args.collapsed, "w", encoding="utf-8") as f:
+                f.write(text)
+    if not quiet:
+        report(prof, index, args.top, args.stacks)
     if args.flame:
         svg = flame_svg(prof, index, title)
         with open(args.flame, "w", encoding="utf-8") as f:
@@ -382,7 +436,11 @@ def main(argv=None):
             else:
                 f.write("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>"
                         "</head><body>\n%s\n</body></html>\n" % (html.escape(path), svg))
-        print("\nflame graph: %s" % args.flame)
+    if not quiet:
+        if args.flame:
+            print("\nflame graph: %s" % args.flame)
+        if args.collapsed:
+            print("folded stacks: %s" % args.collapsed)
     return 0
 
 

@@ -6,7 +6,7 @@ the truth the program prints.
 
 Usage: check_prof.py CASE BUILD_DIR PROGRAM TOOLS_DIR
 Cases: shares, exact, exact_fp, peak, leaks, pprof, fork, twins, dlopen, altstack, nomap, signal, dump, sigdump,
-active, launcher, base, cxx,
+active, launcher, base, collapsed, cxx,
 reuse, unwind, zero, prefixed, google_pprof
 (PROGRAM is prof_cxx for cxx, prof_unwind for unwind, else prof_program).
 Exits 0 on success, 1 on a failed check, 77 when the case cannot run
@@ -493,6 +493,48 @@ def case_base(tmp):
     r = subprocess.run([launcher, "prof", new, "--base", os.path.join(tmp, "none.heap")],
                        capture_output=True, text=True, timeout=120)
     check(r.returncode == 2 and "none.heap" in r.stderr, "a missing base is named")
+
+
+def case_collapsed(tmp):
+    """tsalloc prof --collapsed, --focus and --ignore, exact at rate 1: the
+    folded lines of hold60 add up to its live bytes, outermost frame first;
+    --focus keeps only the stacks through a function, --ignore drops them."""
+    _, truth = run(["shares", "4"], {"TSALLOC_PROF": "1", "TSALLOC_PROF_SAMPLE": "1"}, tmp)
+    path = os.path.join(tmp, [n for n in os.listdir(tmp) if n.endswith(".heap")][0])
+    launcher = os.path.join(BUILD, "bin", "tsalloc")
+
+    def folded(*extra):
+        r = subprocess.run([launcher, "prof", path, "--collapsed", "-"] + list(extra),
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "tsalloc prof --collapsed - %s" % " ".join(extra))
+        rows = [line.rpartition(" ") for line in r.stdout.splitlines()]
+        return [(stack.split(";"), int(v)) for stack, _, v in rows]
+
+    rows = folded()
+    held = sum(v for stack, v in rows if any(fn.startswith("hold60") for fn in stack))
+    check(held == truth["hold60"], "hold60's folded lines: %d bytes (true %d)" % (
+        held, truth["hold60"]))
+    through = [stack for stack, _ in rows if "hold60" in stack]
+    check(through and all(s.index("main") < s.index("hold60") for s in through),
+          "outermost frame first: main before hold60")
+    check(all(v > 0 for _, v in rows) and [v for _, v in rows] == sorted(
+        (v for _, v in rows), reverse=True), "positive values, largest first")
+    focus = folded("--focus", "^hold(60|30)$")
+    check(focus and all("hold60" in s or "hold30" in s for s, _ in focus) and
+          sum(v for _, v in focus) == truth["hold60"] + truth["hold30"],
+          "--focus: hold60's and hold30's stacks only, all of their bytes")
+    ignore = folded("--ignore", "^hold60$")
+    check(ignore and not any("hold60" in s for s, _ in ignore) and
+          sum(v for _, v in ignore) == sum(v for _, v in rows) - truth["hold60"],
+          "--ignore: every stack but hold60's")
+    out = os.path.join(tmp, "f.folded")
+    r = subprocess.run([launcher, "prof", path, "--focus", "hold10", "--collapsed", out],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "hold10" in r.stdout and "hold60" not in r.stdout and
+          os.path.exists(out), "the report and the file, focused")
+    r = subprocess.run([launcher, "prof", path, "--focus", "("], capture_output=True,
+                       text=True, timeout=120)
+    check(r.returncode == 2 and "(" in r.stderr, "a bad expression is named")
 
 
 def main():

@@ -426,7 +426,7 @@ struct ts_heap {
      * when the thread dies), so a heap whose thread exited without running
      * its destructor (created after the key destructors ran) is found and
      * abandoned by the purge thread. `watched` under the pool lock. */
-    pthread_mutex_t alive;
+    _Alignas(64) pthread_mutex_t alive; /* on one OS page: a fork child takes it anew (heap.c) */
     uint32_t watched;
     /* First-class heaps (heapapi.c): TS_HEAP_USER_MAGIC while a heap made by
      * ts_heap_new lives, 0 for a thread's heap; calls running on it (checked

@@ -2,10 +2,14 @@
  * internals. The purge delay is ten minutes, so no pass of the purge thread
  * gives the stacks back while a check runs; the checks drive those passes.
  *
- * 1. Blocks of a big class that one thread mallocs and another frees are
- *    kept, up to the class's capacity (the rest go to their page, as remote
- *    frees), and a third thread's mallocs of the class get them back, the
- *    block freed last first, whole and writable.
+ * 1. Blocks of a big class that a thread mallocs and, once it exited,
+ *    another frees are kept, up to the class's capacity (the rest go to
+ *    their page, as remote frees), and a third thread's mallocs of the class
+ *    get them back, the block freed last first, whole and writable.
+ * 1b. Blocks that another thread frees while their maker lives go back to
+ *    their pages, none kept, and the maker's next mallocs of the class are
+ *    served from those pages (a producer handing big buffers to a
+ *    consumer).
  * 2. A pass gives the stack back to the blocks' pages only once it went
  *    unused for a purge delay; malloc_trim gives it back at once.
  * 3. Freeing a kept block again aborts as a double free.
@@ -92,6 +96,32 @@ static void test_reuse(void) {
     malloc_trim(0);
 }
 
+/* The maker stays alive while another thread frees its blocks. */
+static void *maker_alive(void *arg) {
+    (void)arg;
+    alloc_all(NULL);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_all, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_MSG(kept() == 0, "%u blocks of a live owner kept", kept());
+    void *got[N];
+    for (int i = 0; i < N; i++) {
+        got[i] = malloc(SIZE);
+        int mine = 0;
+        for (int j = 0; j < N; j++) mine |= page_of(got[i]) == page_of(blocks[j]);
+        CHECK_MSG(mine, "malloc %d: %p, not from the pages its blocks went back to", i, got[i]);
+    }
+    for (int i = 0; i < N; i++) free(got[i]);
+    return NULL;
+}
+
+static void test_live_owner(void) {
+    run(maker_alive);
+    CHECK(kept() == 0);
+    printf("live owner: its blocks go back to its page, which serves its next mallocs\n");
+    malloc_trim(0);
+}
+
 static void test_purge(void) {
     run(alloc_all);
     run(free_all);
@@ -172,6 +202,7 @@ int main(void) {
     cls_of_size = ts_class_of(SIZE);
     CHECK(_ts_classes[cls_of_size].kind == TS_KIND_BIG);
     test_reuse();
+    test_live_owner();
     test_purge();
     CHECK(ts_expect_abort(double_free_kept, NULL, "tsalloc: free(): double free of 0x"));
     test_user_heap();

@@ -38,8 +38,8 @@
  *
  * Lock order (outermost first): shared_lock, sweep lock, heap pool lock, reclaim lock,
  * abandoned lock, segment cache lock, registry lock, segment spinlocks,
- * segment reserve lock, large-table stripes, large cache lock, big-block
- * cache locks, purge mutex.
+ * segment reserve lock, large-table stripes, large cache shard locks,
+ * big-block cache locks, purge mutex.
  * No lock is held across pthread_create or any call that may allocate.
  */
 #ifndef TS_CORE_INTERNAL_H

@@ -2,10 +2,10 @@
  * their own, recorded in a hash table (so free can prove a pointer is one of
  * them), and go back to a bounded cache when freed (largecache.c).
  *
- * The cache keeps up to LCACHE_SLOTS freed regions, at most
- * TSALLOC_LARGE_CACHE_MB of them resident. A freed region joins cached
- * neighbours of the same mapping; a request takes the start of the smallest
- * region that fits
+ * The cache keeps up to 32 freed regions, at most TSALLOC_LARGE_CACHE_MB
+ * of them resident, in shards by mapping, each with its own lock. A freed
+ * region joins cached neighbours of the same mapping; a request takes the
+ * start of the smallest region that fits
  * (the rest stays cached), or grows the largest smaller one with mremap.
  * Either way the pages it holds need no page faults, which is what makes
  * programs that allocate and free 5-25 MB blocks in a loop cheap. While the

@@ -1,6 +1,6 @@
 /* The large blocks' cache of freed regions (largecache.c), for large.c.
- * The policy is described at the top of large.c; its lock (lcache_lock,
- * private to largecache.c) is a leaf taken after move_lock or a table stripe.
+ * The policy is described at the top of large.c; its shards' locks (private
+ * to largecache.c) are leaves taken after move_lock or a table stripe.
  */
 #ifndef TS_CORE_LARGECACHE_H
 #define TS_CORE_LARGECACHE_H
@@ -8,6 +8,8 @@
 #include "core/internal.h"
 
 #define OS_PAGE ((size_t)4096)
+/* Shards of the cache, each with its own lock (largecache.c). */
+#define LCACHE_SHARDS 8
 
 typedef struct lcache_entry {
     uintptr_t base;

@@ -5,6 +5,7 @@
  * not purged between iterations (see core.cmake).
  */
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "check.h"
 #include "core/internal.h"
+#include "core/largecache.h"
 
 #define MB ((size_t)1 << 20)
 
@@ -367,6 +369,58 @@ static void test_split_block_realloc(void) {
               (after - before) / MB);
 }
 
+/* The cache's shards (largecache.c): a region is found by any thread,
+ * whichever shard it lies in, and the cache holds 32 regions in all: a
+ * region freed into an empty shard of a full cache drops a region of
+ * another shard. */
+static void *alloc_free(void *arg) {
+    size_t n = *(size_t *)arg;
+    unsigned char *p = malloc(n);
+    CHECK(p != NULL);
+    touch(p, n, 7);
+    free(p);
+    return p;
+}
+static void *alloc_only(void *arg) {
+    return malloc(*(size_t *)arg);
+}
+
+static void test_shards(void) {
+    size_t n = 7 * MB + 12 * 4096;
+    for (int k = 0; k < 8; k++) { /* each thread starts its search on another shard */
+        malloc_trim(0);           /* nothing cached */
+        pthread_t t;
+        void *freed, *got;
+        CHECK(pthread_create(&t, NULL, alloc_free, &n) == 0);
+        CHECK(pthread_join(t, &freed) == 0);
+        CHECK(pthread_create(&t, NULL, alloc_only, &n) == 0);
+        CHECK(pthread_join(t, &got) == 0);
+        CHECK_MSG(got == freed, "a thread got %p while %p was cached", got, freed);
+        free(got);
+    }
+    /* Fresh mappings, one after the other, go to the shards in turn (their
+     * origins are consecutive): b[0], b[8], ... share a shard. */
+    malloc_trim(0);
+    enum { M = 40 };
+    void *b[M];
+    for (int i = 0; i < M; i++) CHECK((b[i] = malloc(MB + (size_t)i * 8192)) != NULL);
+    for (int i = 1; i < M; i++)
+        if (i % 8) free(b[i]); /* 35 regions, 7 shards: 32 stay */
+    CHECK_MSG(atomic_load(&_ts_stats.large_cached_count) == 32, "%zu regions cached",
+              (size_t)atomic_load(&_ts_stats.large_cached_count));
+    uintptr_t start;
+    size_t size;
+    free(b[0]); /* into an empty shard of a full cache */
+    CHECK_MSG(atomic_load(&_ts_stats.large_cached_count) == 32 &&
+                  _ts_lcache_find((uintptr_t)b[0], &start, &size),
+              "%zu regions cached; b[0] cached: %d",
+              (size_t)atomic_load(&_ts_stats.large_cached_count),
+              _ts_lcache_find((uintptr_t)b[0], &start, &size));
+    for (int i = 8; i < M; i += 8) free(b[i]);
+    malloc_trim(0);
+    printf("shards: a region is found from any thread; 32 regions in all\n");
+}
+
 int main(void) {
     test_calloc_sparse(0);
     test_calloc_sparse(TS_OS_FAIL_RESIDENT);
@@ -382,6 +436,7 @@ int main(void) {
     test_calloc_reuse();
     test_no_fault_storm();
     test_many_live();
+    test_shards();
     printf("ok\n");
     return 0;
 }

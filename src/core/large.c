@@ -2,7 +2,7 @@
  * their own, recorded in a hash table (so free can prove a pointer is one of
  * them), and go back to a bounded cache when freed (largecache.c).
  *
- * The cache keeps up to 32 freed regions, at most TSALLOC_LARGE_CACHE_MB
+ * The cache keeps up to 128 freed regions, at most TSALLOC_LARGE_CACHE_MB
  * of them resident, in shards by mapping, each with its own lock. A freed
  * region joins cached neighbours of the same mapping; a request takes the
  * start of the smallest region that fits

@@ -5,13 +5,12 @@
  * the top of large.c.
  *
  * Why shards: with one lock, threads that hand large buffers to each other
- * all waited for it (8 producer/consumer pairs of 1 MiB buffers on 2 cores:
- * 0.41-0.52 s, 0.37-0.45 s with the shards). A region lives in the shard of
- * its mapping (origin), so the pieces of one mapping still meet and join;
- * a request looks at the shards from its thread's own on, taking a close
- * fit where it finds one and else the best fit of all shards, as the
- * single cache did (taking the first fit of its own shard made tsbench's
- * exchange 1.4x slower and 1.5x larger).
+ * all waited for it (docs/core/large-blocks.md has the figures). A region
+ * lives in the shard of its mapping (origin), so the pieces of one mapping
+ * still meet and join; a request looks at the shards from its thread's own
+ * on, taking a close fit where it finds one and else the best fit of all
+ * shards, as the single cache did (the first fit of one's own shard made
+ * tsbench's exchange 1.4x slower and 1.5x larger).
  *
  * Invariants: a shard's dirty is the sum of its entries' dirty bytes, and
  * dirty_all the sum of the shards'; count_all is the sum of the shards'
@@ -25,7 +24,7 @@
 
 #include <string.h>
 
-#define LCACHE_SLOTS 32
+#define LCACHE_SLOTS 128
 #define FREED_RING   64
 
 /* One shard's regions; its lock is shard_lock[] (apart: the fork handlers

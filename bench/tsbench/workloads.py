@@ -169,6 +169,21 @@ WORKLOADS = [
              ["--producers", "2", "--consumers", "2", "--blocks", "400000"],
              ["--producers", "1", "--consumers", "2", "--blocks", "4096", "--batch", "64",
               "--depth", "4"]),
+    # xthread with 8 producers and 8 consumers handing big blocks (the big
+    # classes) or large ones (a mapping each): where the allocator's path for
+    # those sizes has a lock every thread takes. Run by name.
+    Workload("xthread-big", "xthread: 8 producers and 8 consumers of 192-320 KiB blocks",
+             ["--producers", "8", "--consumers", "8", "--blocks", "20000", "--batch", "4",
+              "--depth", "2", "--min", "196608", "--max", "327680"],
+             ["--producers", "2", "--consumers", "2", "--blocks", "64", "--batch", "4",
+              "--depth", "2", "--min", "196608", "--max", "327680"],
+             program="xthread", default=False),
+    Workload("xthread-large", "xthread: 8 producers and 8 consumers of 1-1.1 MiB blocks",
+             ["--producers", "8", "--consumers", "8", "--blocks", "10000", "--batch", "2",
+              "--depth", "1", "--min", "1048576", "--max", "1153434"],
+             ["--producers", "2", "--consumers", "2", "--blocks", "32", "--batch", "2",
+              "--depth", "1", "--min", "1048576", "--max", "1153434"],
+             program="xthread", default=False),
     Workload("false-sharing", "threads write small objects they allocated (active) or that "
              "replaced ones handed out by main (passive)",
              ["--threads", "2", "--rounds", "800", "--writes", "50000"],

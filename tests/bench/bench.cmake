@@ -91,6 +91,11 @@ _tsb_workload(idle-owner --mb 4 --wait-ms 0)
 _tsb_workload_as(idle_owner_keep idle-owner --mb 8 --min 16384 --max 409600 --keep 8 --touch 1
                  --wait-ms 0)
 _tsb_workload(xthread --producers 1 --consumers 2 --blocks 4096 --batch 64 --depth 4)
+# xthread-big and xthread-large: big-class and large blocks handed over.
+_tsb_workload_as(xthread_big xthread --producers 2 --consumers 2 --blocks 64 --batch 4 --depth 2
+                 --min 196608 --max 327680)
+_tsb_workload_as(xthread_large xthread --producers 2 --consumers 2 --blocks 32 --batch 2
+                 --depth 1 --min 1048576 --max 1153434)
 _tsb_workload(false-sharing --threads 2 --rounds 10 --writes 1000)
 _tsb_workload(fragmentation --small 5000)
 _tsb_workload(midsize --threads 2 --slots 8 --ops 2000)

@@ -48,6 +48,17 @@ class Workload:
         return [self.binary(bindir)] + list(extra_args)
 
 
+def xthread_handoff(name, sizes, lo, hi, blocks, batch, depth, quick_blocks):
+    """xthread with 8 producers and 8 consumers of blocks of lo..hi bytes
+    (2 and 2, quick_blocks each, for --quick); not in the default set."""
+    def args(threads, n):
+        return ["--producers", threads, "--consumers", threads, "--blocks", str(n),
+                "--batch", str(batch), "--depth", str(depth), "--min", str(lo), "--max", str(hi)]
+    return Workload(name, "xthread: 8 producers and 8 consumers of %s blocks" % sizes,
+                    args("8", blocks), args("2", quick_blocks), program="xthread",
+                    default=False)
+
+
 class Skip(Exception):
     """A workload cannot run (not built, or its input could not be made)."""
 
@@ -172,18 +183,10 @@ WORKLOADS = [
     # xthread with 8 producers and 8 consumers handing big blocks (the big
     # classes) or large ones (a mapping each): where the allocator's path for
     # those sizes has a lock every thread takes. Run by name.
-    Workload("xthread-big", "xthread: 8 producers and 8 consumers of 192-320 KiB blocks",
-             ["--producers", "8", "--consumers", "8", "--blocks", "20000", "--batch", "4",
-              "--depth", "2", "--min", "196608", "--max", "327680"],
-             ["--producers", "2", "--consumers", "2", "--blocks", "64", "--batch", "4",
-              "--depth", "2", "--min", "196608", "--max", "327680"],
-             program="xthread", default=False),
-    Workload("xthread-large", "xthread: 8 producers and 8 consumers of 1-1.1 MiB blocks",
-             ["--producers", "8", "--consumers", "8", "--blocks", "10000", "--batch", "2",
-              "--depth", "1", "--min", "1048576", "--max", "1153434"],
-             ["--producers", "2", "--consumers", "2", "--blocks", "32", "--batch", "2",
-              "--depth", "1", "--min", "1048576", "--max", "1153434"],
-             program="xthread", default=False),
+    xthread_handoff("xthread-big", "192-320 KiB", 196608, 327680, blocks=20000, batch=4,
+                    depth=2, quick_blocks=64),
+    xthread_handoff("xthread-large", "1-1.1 MiB", 1048576, 1153434, blocks=10000, batch=2,
+                    depth=1, quick_blocks=32),
     Workload("false-sharing", "threads write small objects they allocated (active) or that "
              "replaced ones handed out by main (passive)",
              ["--threads", "2", "--rounds", "800", "--writes", "50000"],

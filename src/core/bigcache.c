@@ -67,6 +67,10 @@ bool _ts_bigcache_push(ts_page_t *page, ts_block_t *block) {
     (void)block;
     return false; /* the hardened build: frees wait in the quarantine instead */
 #endif
+    /* Only an abandoned page's (owner 0; never a ts_heap_new heap's): a
+     * live owner gets its block back in its page, where its next malloc of
+     * the class finds it without a lock. */
+    if (ts_page_owner(page) != 0) return false;
     unsigned cls = page->cls, i = BIG_INDEX(cls);
     ts_assert(_ts_classes[cls].kind == TS_KIND_BIG && ts_block_marked(page, block));
     uint64_t now = _ts_os_now_ns();

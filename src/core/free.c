@@ -204,13 +204,9 @@ static void free_remote(ts_heap_t *heap, ts_page_t *page, ts_block_t *block) {
     }
     bool user = page_of_user_heap(page);
     if (page->block_size > TS_RBATCH_MAX_BLOCK || user) {
-        /* A big block of a page whose owner exited (abandoned: owner 0,
-         * never a ts_heap_new heap's): kept for the next thread that needs
-         * its class (bigcache.c). A live owner gets it back in its page, where
-         * its next malloc of the class finds it. */
-        if (page->block_size > TS_MEDIUM_PAGE_MAX && ts_page_owner(page) == 0 &&
-            _ts_bigcache_push(page, block))
-            return;
+        /* A big block: kept for the next thread that needs its class when
+         * its page's owner exited (bigcache.c). */
+        if (page->block_size > TS_MEDIUM_PAGE_MAX && _ts_bigcache_push(page, block)) return;
         heap->remote_frees++;
         heap->remote_pushes++;
         _ts_page_push_remote(page, block, block, 1);

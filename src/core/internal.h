@@ -461,11 +461,11 @@ TS_HIDDEN void _ts_abandoned_atfork_child(void);
 
 /* ---- bigcache.c ---------------------------------------------------------- */
 
-/* Blocks of big classes freed to pages the freer does not own, for any
- * thread's next allocation of the class. Push: true when kept (the block
- * marked free); pop: a block handed out, or NULL; purge: stacks unused for
- * a purge delay (all when forced) go back to their pages; returns when the
- * next is due. */
+/* Blocks of big classes freed to pages whose owner exited, for any
+ * thread's next allocation of the class. Push: true when kept (an abandoned
+ * page's block, marked free, its class with room); pop: a block handed out, or NULL; purge: stacks
+ * unused for a purge delay (all when forced) go back to their pages; returns when the next is due.
+ */
 TS_HIDDEN bool _ts_bigcache_push(ts_page_t *page, ts_block_t *block);
 TS_HIDDEN void *_ts_bigcache_pop(unsigned cls);
 TS_HIDDEN uint64_t _ts_bigcache_purge(uint64_t now, bool force);

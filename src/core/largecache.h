@@ -8,8 +8,6 @@
 #include "core/internal.h"
 
 #define OS_PAGE ((size_t)4096)
-/* Shards of the cache, each with its own lock (largecache.c). */
-#define LCACHE_SHARDS 8
 
 typedef struct lcache_entry {
     uintptr_t base;

@@ -623,7 +623,7 @@ void *_ts_heap_malloc_class(ts_heap_t *heap, unsigned cls) {
     ts_page_queue_t *q = &heap->queue[cls];
     ts_page_t *page;
     _ts_heap_slow_tick(heap);
-    /* A big class: a block another thread freed to a page not its own
+    /* A big class: a block freed to the page of a thread that exited
      * (bigcache.c), unless blocks wait for us in our first page, before
      * carving fresh memory. Not for ts_heap_new's heaps: their blocks stay
      * their own. */

@@ -64,6 +64,7 @@ static TS_NOINLINE void process_init_slow(void) {
         _ts_zero_free_init();
         mark_secret = _ts_os_random();
         (void)_ts_os_page_size(); /* the OS layer caches it: once, before other threads */
+        _ts_segmap_init();        /* before the first segment sets an entry */
         if (!_ts_thread_exit_init(&heap_exit, thread_exit))
             _ts_verbose(1, "no pthread key: heaps of exiting threads are not reused");
         atomic_store_explicit(&process_state, 2, memory_order_release);

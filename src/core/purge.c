@@ -51,6 +51,7 @@ static TS_FORK_LOCK pthread_mutex_t pt_mutex = PTHREAD_MUTEX_INITIALIZER;
 static TS_FORK_LOCK pthread_cond_t pt_cond = PTHREAD_COND_INITIALIZER;
 
 #define MIN_SLEEP_NS ((uint64_t)2000000u)
+#define PURGE_STACK  ((size_t)256 << 10)
 
 uint64_t _ts_purge_run(uint64_t now, bool force) {
     atomic_fetch_add_explicit(&_ts_stats.purge_runs, 1, memory_order_relaxed);
@@ -264,6 +265,9 @@ static void start_thread(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Its calls are shallow, with no large locals: the default 8 MiB stack
+     * would only count against the commit limit (vm.overcommit_memory=2). */
+    pthread_attr_setstacksize(&attr, PURGE_STACK);
     pthread_t thread;
     int rc = pthread_create(&thread, &attr, purge_main, NULL);
     pthread_attr_destroy(&attr);

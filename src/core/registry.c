@@ -24,16 +24,32 @@
 #include "core/internal.h"
 #include "core/valgrind.h"
 
-_Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
+/* 32 MiB of bss, of which a process writes a page or two: page-aligned so
+ * that _ts_segmap_init can map it afresh without a commit charge. */
+_Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES] __attribute__((aligned(TS_SEGMAP_ALIGN)));
+
+/* The loader maps the bss as accountable memory: the whole map would count
+ * against the kernel's commit limit (Committed_AS) in every process. Mapped
+ * again with MAP_NORESERVE (os.h) before its first entry is set, it costs
+ * only the pages written, as it always did in RSS. Best effort: where the
+ * page size does not divide it, or the kernel refuses, it stays as loaded. */
+void _ts_segmap_init(void) {
+    size_t page = _ts_os_page_size();
+    if ((uintptr_t)_ts_segmap % page == 0 && sizeof _ts_segmap % page == 0 &&
+        !_ts_os_map_uncharged_at((void *)_ts_segmap, sizeof _ts_segmap))
+        _ts_verbose(1, "segment map: stays accountable (the OS refused a new mapping)");
+}
 
 static TS_FORK_LOCK pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static TS_STARTUP_DATA ts_segment_t *registry;
 
 /* Address space reserved for segments not mapped yet: one aligned mapping of
- * TS_SEGMENT_RESERVE segments at a time, so a new segment costs no system
- * call most of the time (a lone aligned segment costs an mmap and two munmaps,
+ * TS_SEGMENT_RESERVE segments at a time, so a new segment costs no mmap
+ * most of the time (a lone aligned segment costs an mmap and two munmaps,
  * and each munmap of a multithreaded process interrupts the other CPUs).
- * Untouched reserved memory costs address space only. Leaf lock. */
+ * The reservation is address space only (os.h): a segment is committed
+ * (mprotect) when it is handed out, so the memory the kernel counts against
+ * its commit limit is the segments in use, not 64 MiB a process. Leaf lock. */
 #define TS_SEGMENT_RESERVE 16
 static TS_FORK_LOCK pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
 static TS_STARTUP_DATA uintptr_t reserve_next, reserve_end;
@@ -50,7 +66,7 @@ static ts_segment_t *segment_reserve_take(void) {
 #if TS_SECURE
         char *r = _ts_secure_reserve(TS_SEGMENT_RESERVE);
 #else
-        char *r = _ts_os_map_aligned(TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+        char *r = _ts_os_reserve_aligned(TS_SEGMENT_RESERVE * TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
 #endif
         if (r) {
             reserve_next = (uintptr_t)r;
@@ -63,7 +79,12 @@ static ts_segment_t *segment_reserve_take(void) {
     }
     pthread_mutex_unlock(&reserve_lock);
     /* Address space too short for a whole reservation: one segment alone. */
-    return seg ? seg : _ts_os_map_aligned(TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+    if (!seg) seg = _ts_os_reserve_aligned(TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
+    if (seg && !_ts_os_commit(seg, TS_SEGMENT_SIZE)) { /* the commit limit: give it back */
+        _ts_os_unmap(seg, TS_SEGMENT_SIZE);
+        seg = NULL;
+    }
+    return seg;
 }
 
 size_t _ts_segments_reserved(void) {

@@ -155,8 +155,8 @@ void _ts_secure_segment_guard(void *seg) {
 
 char *_ts_secure_reserve(unsigned n) {
     size_t seg = TS_SEGMENT_SIZE, slide = (size_t)(_ts_os_random() % TS_RESERVE_SLIDE);
-    char *r = _ts_os_map_aligned((n + TS_RESERVE_SLIDE - 1) * seg, seg);
-    if (!r) return _ts_os_map_aligned(n * seg, seg); /* no room to slide: as the kernel gives */
+    char *r = _ts_os_reserve_aligned((n + TS_RESERVE_SLIDE - 1) * seg, seg);
+    if (!r) return _ts_os_reserve_aligned(n * seg, seg); /* no room to slide: as the kernel gives */
     if (slide) _ts_os_unmap(r, slide * seg);
     if (slide + 1 < TS_RESERVE_SLIDE)
         _ts_os_unmap(r + (slide + n) * seg, (TS_RESERVE_SLIDE - 1 - slide) * seg);

@@ -50,6 +50,8 @@ static unsigned parse_ops(const char *s, const char **end) {
             ops |= TS_OS_FAIL_PURGE, s += 5;
         else if (strncmp(s, "resident", 8) == 0)
             ops |= TS_OS_FAIL_RESIDENT, s += 8;
+        else if (strncmp(s, "commit", 6) == 0)
+            ops |= TS_OS_FAIL_COMMIT, s += 6;
         else
             s++;
     }
@@ -152,6 +154,41 @@ void *_ts_os_map_aligned(size_t size, size_t align) {
     if (head) munmap(raw, head);
     if (tail) munmap((char *)start + size, tail);
     return (void *)start;
+}
+
+/* PROT_NONE and MAP_NORESERVE: a private mapping that no access can write is
+ * not charged against the commit limit (vm.overcommit_memory=2), and
+ * MAP_NORESERVE keeps what _ts_os_commit opens in it uncharged under the
+ * default heuristic modes too. */
+void *_ts_os_reserve_aligned(size_t size, size_t align) {
+    if (should_fail(TS_OS_FAIL_MMAP) || size + align < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *raw =
+        mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = start - (uintptr_t)raw, tail = align - head;
+    if (head) munmap(raw, head);
+    if (tail) munmap((char *)start + size, tail);
+    return (void *)start;
+}
+
+bool _ts_os_commit(void *addr, size_t size) {
+    if (should_fail(TS_OS_FAIL_COMMIT) || mprotect(addr, size, PROT_READ | PROT_WRITE) != 0) {
+        errno = ENOMEM;
+        return false;
+    }
+    return true;
+}
+
+bool _ts_os_map_uncharged_at(void *addr, size_t size) {
+    return mmap(addr, size, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == addr;
 }
 
 bool _ts_os_unmap(void *addr, size_t size) {

@@ -46,6 +46,18 @@ TS_HIDDEN int _ts_os_cpu_count(void);
 TS_HIDDEN void *_ts_os_map(size_t size);
 TS_HIDDEN void *_ts_os_map_aligned(size_t size, size_t align);
 TS_HIDDEN bool _ts_os_unmap(void *addr, size_t size);
+/* Address space only, aligned as _ts_os_map_aligned: any access faults, and
+ * nothing of it counts against the kernel's commit limit until
+ * _ts_os_commit makes a part of it readable and writable (zero-filled).
+ * _ts_os_commit fails (false, ENOMEM) where the kernel refuses the memory:
+ * under vm.overcommit_memory=2, when the commit limit is reached. */
+TS_HIDDEN void *_ts_os_reserve_aligned(size_t size, size_t align);
+TS_HIDDEN bool _ts_os_commit(void *addr, size_t size);
+/* Replace the page-aligned range [addr, addr + size), which must hold only
+ * zeros nothing else refers to yet, with fresh zero pages that the commit
+ * limit does not count (MAP_NORESERVE) outside vm.overcommit_memory=2:
+ * for large, sparsely written arrays in the library's bss. */
+TS_HIDDEN bool _ts_os_map_uncharged_at(void *addr, size_t size);
 /* Resize a mapping; may move it when `may_move`. NULL on failure (the old
  * mapping is then untouched). */
 TS_HIDDEN void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move);
@@ -118,13 +130,14 @@ TS_HIDDEN bool _ts_os_is_main_thread(void);
  * them). _ts_os_test_fail(0, 0, 0) turns it off. Not for production use; also
  * settable from the environment as TSALLOC_TEST_OS_FAIL=<ops>:<skip>:<count>,
  * with <ops> a list like "sbrk,mmap" (names: mmap, sbrk, remap, purge,
- * resident). */
+ * resident, commit). */
 enum {
     TS_OS_FAIL_MMAP = 1 << 0,     /* _ts_os_map, _ts_os_map_aligned */
     TS_OS_FAIL_SBRK = 1 << 1,     /* _ts_os_sbrk with a positive increment */
     TS_OS_FAIL_REMAP = 1 << 2,    /* _ts_os_remap, _ts_os_remap_to */
     TS_OS_FAIL_PURGE = 1 << 3,    /* _ts_os_purge (as madvise fails on locked memory) */
     TS_OS_FAIL_RESIDENT = 1 << 4, /* _ts_os_resident */
+    TS_OS_FAIL_COMMIT = 1 << 5,   /* _ts_os_commit */
 };
 TS_HIDDEN void _ts_os_test_fail(unsigned ops, long skip, long count);
 /* How many calls the hook has refused so far (for tests). */

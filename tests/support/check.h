@@ -5,6 +5,7 @@
 #define TS_TEST_CHECK_H
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
@@ -122,6 +123,19 @@ static inline int ts_verify(const void *p, size_t n, uint64_t tag) {
     for (size_t i = 0; i < n; i++)
         if (b[i] != (unsigned char)(tag * 31 + i * 7 + (i >> 8))) return 0;
     return 1;
+}
+
+/* Blocks of `size` bytes, filled (tag: their index), until malloc gives
+ * NULL or `max` are held; returns how many. errno is malloc's last. */
+static inline size_t ts_fill_until_null(void **blocks, size_t max, size_t size) {
+    size_t n;
+    for (n = 0; n < max; n++) {
+        errno = 0;
+        blocks[n] = malloc(size);
+        if (!blocks[n]) break;
+        ts_fill(blocks[n], size, n);
+    }
+    return n;
 }
 
 /* Overlap check: sort [start, start+len) ranges and compare neighbours. */

@@ -2,7 +2,7 @@
 # which replaces malloc in the test program, and may look at its internals
 # (src/core/internal.h).
 if(TARGET tsalloc-tsalloc-static)
-  foreach(area sizeclass pages pages_big pages_remote api oom segments helper heappool huge shared_start calloc_fresh bigcache)
+  foreach(area sizeclass pages pages_big pages_remote api oom segments helper heappool huge shared_start calloc_fresh bigcache commit)
     ts_test(core_${area} SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_${area}.c
             LIBS tsalloc-tsalloc-static TIMEOUT 60)
   endforeach()

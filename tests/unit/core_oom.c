@@ -198,12 +198,7 @@ int main(void) {
     CHECK(posix_memalign(&p, MB, 2 * MB) == ENOMEM && p == NULL);
 
     /* Small blocks until the segments in hand are used up. */
-    for (nb = 0; nb < MAXB; nb++) {
-        errno = 0;
-        blocks[nb] = malloc(4000);
-        if (!blocks[nb]) break;
-        ts_fill(blocks[nb], 4000, nb);
-    }
+    nb = ts_fill_until_null(blocks, MAXB, 4000);
     CHECK_MSG(nb < MAXB && errno == ENOMEM, "%zu blocks, errno %d", nb, errno);
     errno = 0;
     CHECK(malloc(4000) == NULL && errno == ENOMEM); /* and again: still consistent */

@@ -111,6 +111,8 @@ TS_OPTION(RECORD_PID, "RECORD_PID", RECORD, TEXT, 0, 0, 0,
 /* ---- test hooks ---- */
 TS_OPTION(TEST_OS_FAIL, "TEST_OS_FAIL", TEST, TEXT, 0, 0, 0,
           "<ops>:<skip>:<count>: make OS memory calls fail (tests only)")
+TS_OPTION(TEST_STRICT_OVERCOMMIT, "TEST_STRICT_OVERCOMMIT", TEST, TEXT, 0, 0, 0,
+          "1: act as under vm.overcommit_memory=2 (tests only)")
 TS_OPTION(EXPECT_DESIGN, "EXPECT_DESIGN", TEST, TEXT, 0, 0, 0,
           "the design a bench program must find loaded (tests only)")
 /* clang-format on */

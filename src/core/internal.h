@@ -344,6 +344,11 @@ TS_INLINE void ts_seg_list_remove(ts_segment_t **head, ts_segment_t *seg) {
 
 TS_HIDDEN extern _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES];
 TS_HIDDEN void _ts_segmap_init(void); /* process start-up, before any segment */
+/* Entries for [addr, addr + size) may be set from now on: false (the
+ * commit limit) when the map's pages for them could not be made writable.
+ * Always true but under vm.overcommit_memory=2 (_ts_segmap_strict). */
+TS_HIDDEN bool _ts_segmap_prepare(uintptr_t addr, size_t size);
+TS_HIDDEN bool _ts_segmap_strict(void);
 TS_HIDDEN ts_segment_t *_ts_segment_map_new(bool huge_first_half);
 TS_HIDDEN void _ts_segment_unmap(ts_segment_t *seg);
 TS_HIDDEN uint64_t _ts_segments_purge(uint64_t now, bool force);

@@ -168,10 +168,12 @@ static void table_remove(stripe_t *s, large_entry_t *e) {
     s->count--;
 }
 
-static void mark_large(uintptr_t p, size_t size) {
+static bool mark_large(uintptr_t p, size_t size) {
+    if (!_ts_segmap_prepare(p, size)) return false;
     for (size_t ci = p >> TS_SEGMENT_SHIFT; ci <= (p + size - 1) >> TS_SEGMENT_SHIFT; ci++)
         if (atomic_load_explicit(&_ts_segmap[ci], memory_order_relaxed) != TS_MAP_LARGE)
             atomic_store_explicit(&_ts_segmap[ci], TS_MAP_LARGE, memory_order_release);
+    return true;
 }
 
 /* ---- blocks ------------------------------------------------------------------------ */
@@ -270,12 +272,14 @@ void *_ts_large_alloc(size_t size, size_t align, bool zero) {
         _ts_stat_commit(need);
         _ts_purge_schedule(); /* see _ts_segment_map_new */
     }
-    mark_large(p, need);
-    stripe_t *s = stripe_of(p);
-    pthread_mutex_lock(lock_of(s));
-    bool ok = table_insert(s, p, need, origin);
-    pthread_mutex_unlock(lock_of(s));
-    if (!ok) { /* the OS refused a bigger table: the region waits in the cache */
+    bool ok = mark_large(p, need); /* false: the commit limit (_ts_segmap_prepare) */
+    if (ok) {
+        stripe_t *s = stripe_of(p);
+        pthread_mutex_lock(lock_of(s));
+        ok = table_insert(s, p, need, origin);
+        pthread_mutex_unlock(lock_of(s));
+    }
+    if (!ok) { /* the OS refused a bigger table or map page: the region waits in the cache */
         _ts_verbose(1, "no table slot for a large block of %zu bytes", need);
         _ts_lcache_put(p, need, origin);
         errno = ENOMEM;
@@ -370,6 +374,9 @@ size_t _ts_large_usable(const void *p, const char *func) {
  * by another thread; the new range is ours alone until this returns. NULL
  * when the OS refuses or a stripe has no spare slot and cannot grow. */
 static void *move_block(void *p, size_t need) {
+    /* Where the segment map's pages are opened one by one, the new range's
+     * page might not open once the pages have moved: the caller copies. */
+    if (_ts_segmap_strict()) return NULL;
     pthread_mutex_lock(&move_lock);
     bool ready = true;
     for (unsigned i = 0; i < STRIPES && ready; i++) {
@@ -389,7 +396,7 @@ static void *move_block(void *p, size_t need) {
         else if (q)
             table_remove(s, e);
         pthread_mutex_unlock(lock_of(s));
-        if (q) mark_large((uintptr_t)q, need);
+        if (q) (void)mark_large((uintptr_t)q, need); /* opens no page: not strict */
         if (q && q != p) {
             stripe_t *t = stripe_of((uintptr_t)q);
             pthread_mutex_lock(lock_of(t));
@@ -422,10 +429,16 @@ void *_ts_large_realloc(void *p, size_t size) {
         pthread_mutex_unlock(lock_of(s));
         return p;
     }
-    /* In place first (a shrink always is), under the stripe lock. */
+    /* In place first (a shrink always is), under the stripe lock, into
+     * chunks whose map entries can be set. */
+    if (need > old && !_ts_segmap_prepare((uintptr_t)p, need)) {
+        pthread_mutex_unlock(lock_of(s));
+        errno = ENOMEM;
+        return NULL;
+    }
     void *q = _ts_os_remap(p, old, need, false);
     if (q) {
-        if (need > old) mark_large((uintptr_t)q, need); /* the chunks it grew into */
+        if (need > old) (void)mark_large((uintptr_t)q, need); /* the chunks it grew into */
         e->size = need;
         pthread_mutex_unlock(lock_of(s));
     } else {

@@ -28,16 +28,44 @@
  * that _ts_segmap_init can map it afresh without a commit charge. */
 _Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES] __attribute__((aligned(TS_SEGMAP_ALIGN)));
 
+/* Under vm.overcommit_memory=2 the map is read-only but for the 4 KiB
+ * pages opened for writing (a bit each, set once the page is writable):
+ * free may read any entry, and entries are set only in open pages. Opening
+ * a page twice is harmless, so racing threads need no lock. */
+#define SEGMAP_PAGE ((size_t)4096)
+static bool segmap_strict;
+static _Atomic uint64_t segmap_open[TS_SEGMAP_ENTRIES / SEGMAP_PAGE / 64];
+
 /* The loader maps the bss as accountable memory: the whole map would count
  * against the kernel's commit limit (Committed_AS) in every process. Mapped
- * again with MAP_NORESERVE (os.h) before its first entry is set, it costs
+ * again without a charge (os.h) before its first entry is set, it costs
  * only the pages written, as it always did in RSS. Best effort: where the
  * page size does not divide it, or the kernel refuses, it stays as loaded. */
 void _ts_segmap_init(void) {
     size_t page = _ts_os_page_size();
-    if ((uintptr_t)_ts_segmap % page == 0 && sizeof _ts_segmap % page == 0 &&
-        !_ts_os_map_uncharged_at((void *)_ts_segmap, sizeof _ts_segmap))
+    if ((uintptr_t)_ts_segmap % page != 0 || sizeof _ts_segmap % page != 0) return;
+    bool strict = page == SEGMAP_PAGE && _ts_os_overcommit_strict();
+    if (_ts_os_map_uncharged_at((void *)_ts_segmap, sizeof _ts_segmap, !strict))
+        segmap_strict = strict;
+    else
         _ts_verbose(1, "segment map: stays accountable (the OS refused a new mapping)");
+}
+
+bool _ts_segmap_strict(void) {
+    return segmap_strict;
+}
+
+bool _ts_segmap_prepare(uintptr_t addr, size_t size) {
+    if (!segmap_strict) return true;
+    size_t first = (addr >> TS_SEGMENT_SHIFT) / SEGMAP_PAGE;
+    size_t last = ((addr + size - 1) >> TS_SEGMENT_SHIFT) / SEGMAP_PAGE;
+    for (size_t i = first; i <= last; i++) {
+        uint64_t bit = (uint64_t)1 << (i % 64);
+        if (atomic_load_explicit(&segmap_open[i / 64], memory_order_acquire) & bit) continue;
+        if (!_ts_os_commit((char *)_ts_segmap + i * SEGMAP_PAGE, SEGMAP_PAGE)) return false;
+        atomic_fetch_or_explicit(&segmap_open[i / 64], bit, memory_order_release);
+    }
+    return true;
 }
 
 static TS_FORK_LOCK pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -80,7 +108,8 @@ static ts_segment_t *segment_reserve_take(void) {
     pthread_mutex_unlock(&reserve_lock);
     /* Address space too short for a whole reservation: one segment alone. */
     if (!seg) seg = _ts_os_reserve_aligned(TS_SEGMENT_SIZE, TS_SEGMENT_SIZE);
-    if (seg && !_ts_os_commit(seg, TS_SEGMENT_SIZE)) { /* the commit limit: give it back */
+    if (seg && (!_ts_os_commit(seg, TS_SEGMENT_SIZE) ||
+                !_ts_segmap_prepare((uintptr_t)seg, TS_SEGMENT_SIZE))) { /* the commit limit */
         _ts_os_unmap(seg, TS_SEGMENT_SIZE);
         seg = NULL;
     }

@@ -186,8 +186,8 @@ bool _ts_os_commit(void *addr, size_t size) {
     return true;
 }
 
-bool _ts_os_map_uncharged_at(void *addr, size_t size) {
-    return mmap(addr, size, PROT_READ | PROT_WRITE,
+bool _ts_os_map_uncharged_at(void *addr, size_t size, bool writable) {
+    return mmap(addr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == addr;
 }
 
@@ -444,6 +444,13 @@ static ssize_t read_proc_self(const char *path, char *buf, size_t size) {
     if (n < 0) return -1;
     buf[n] = 0;
     return n;
+}
+
+bool _ts_os_overcommit_strict(void) {
+    const char *test = getenv("TSALLOC_TEST_STRICT_OVERCOMMIT");
+    if (test && *test) return *test != '0';
+    char buf[16];
+    return read_proc_self("/proc/sys/vm/overcommit_memory", buf, sizeof buf) > 0 && buf[0] == '2';
 }
 
 size_t _ts_os_rss_bytes(void) {

@@ -55,9 +55,15 @@ TS_HIDDEN void *_ts_os_reserve_aligned(size_t size, size_t align);
 TS_HIDDEN bool _ts_os_commit(void *addr, size_t size);
 /* Replace the page-aligned range [addr, addr + size), which must hold only
  * zeros nothing else refers to yet, with fresh zero pages that the commit
- * limit does not count (MAP_NORESERVE) outside vm.overcommit_memory=2:
- * for large, sparsely written arrays in the library's bss. */
-TS_HIDDEN bool _ts_os_map_uncharged_at(void *addr, size_t size);
+ * limit does not count: for large, sparsely written arrays in the library's
+ * bss. Writable, they are uncharged through MAP_NORESERVE, which the kernel
+ * ignores under vm.overcommit_memory=2; read-only, they are uncharged in
+ * every mode, and _ts_os_commit makes the pages to be written writable. */
+TS_HIDDEN bool _ts_os_map_uncharged_at(void *addr, size_t size, bool writable);
+/* True under vm.overcommit_memory=2 (the kernel refuses memory past its
+ * commit limit), or when TSALLOC_TEST_STRICT_OVERCOMMIT=1 says to act so
+ * (tests). Reads /proc; does not allocate. */
+TS_HIDDEN bool _ts_os_overcommit_strict(void);
 /* Resize a mapping; may move it when `may_move`. NULL on failure (the old
  * mapping is then untouched). */
 TS_HIDDEN void *_ts_os_remap(void *addr, size_t old_size, size_t new_size, bool may_move);

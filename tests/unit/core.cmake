@@ -7,6 +7,10 @@ if(TARGET tsalloc-tsalloc-static)
             LIBS tsalloc-tsalloc-static TIMEOUT 60)
   endforeach()
   set_tests_properties(core_helper PROPERTIES SKIP_RETURN_CODE 77) # in a sanitizer build
+  # The segment map as under vm.overcommit_memory=2: read-only but for the
+  # pages opened for entries.
+  ts_test(core_commit_strict SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_commit.c
+          LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_TEST_STRICT_OVERCOMMIT=1)
   # A long purge delay: the large-block loop must find its regions resident.
   ts_test(core_large SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_large.c
           LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_PURGE_DELAY_MS=10000)

@@ -5,7 +5,9 @@
  * it holds memory. Checks the mappings' flags in /proc/self/smaps ("ac":
  * accounted), that reserved segments are inaccessible until handed out, and
  * that a refused commit gives NULL with ENOMEM, nothing lost, and works
- * again once the kernel agrees.
+ * again once the kernel agrees. With TSALLOC_TEST_STRICT_OVERCOMMIT=1 (as
+ * under vm.overcommit_memory=2) the segment map is read-only but for the
+ * pages opened for entries, and large blocks grow by copying.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -61,6 +63,37 @@ static int overcommit_mode(void) {
     return mode;
 }
 
+/* The map read-only but where entries are set; a page opens for a range
+ * far from everything only when the kernel agrees; large blocks still grow
+ * with their contents. */
+static void strict_map(uintptr_t seg) {
+    char perms[8], flags[512];
+    uintptr_t entry = (uintptr_t)&_ts_segmap[seg >> TS_SEGMENT_SHIFT];
+    CHECK(mapping_of(entry, perms, flags, sizeof flags));
+    CHECK_MSG(strncmp(perms, "rw", 2) == 0, "map page of a segment: %s", perms);
+    CHECK(mapping_of((uintptr_t)_ts_segmap, perms, flags, sizeof flags));
+    CHECK_MSG(strncmp(perms, "r-", 2) == 0, "map page of the lowest 16 GiB: %s", perms);
+    uintptr_t far = (uintptr_t)1 << 45; /* 32 TiB: no mapping of this process */
+    uintptr_t far_entry = (uintptr_t)&_ts_segmap[far >> TS_SEGMENT_SHIFT];
+    CHECK(mapping_of(far_entry, perms, flags, sizeof flags) && strncmp(perms, "r-", 2) == 0);
+    _ts_os_test_fail(TS_OS_FAIL_COMMIT, 0, -1);
+    CHECK(!_ts_segmap_prepare(far, TS_SEGMENT_SIZE));
+    _ts_os_test_fail(0, 0, 0);
+    CHECK(_ts_segmap_prepare(far, TS_SEGMENT_SIZE));
+    CHECK(mapping_of(far_entry, perms, flags, sizeof flags) && strncmp(perms, "rw", 2) == 0);
+    CHECK(atomic_load(&_ts_segmap[far >> TS_SEGMENT_SHIFT]) == TS_MAP_NONE);
+    unsigned char *p = malloc(1 << 20);
+    CHECK(p != NULL);
+    ts_fill(p, 1 << 20, 7);
+    for (size_t size = 2 << 20; size <= (64 << 20); size *= 2) {
+        p = realloc(p, size);
+        CHECK(p != NULL && malloc_usable_size(p) >= size);
+        p[size - 1] = 1;
+    }
+    CHECK(ts_verify(p, 1 << 20, 7));
+    free(p);
+}
+
 int main(void) {
     void *first = malloc(100);
     CHECK(first != NULL);
@@ -89,6 +122,8 @@ int main(void) {
     CHECK_MSG(untouched > 0, "no inaccessible reserved segment after %#lx (%zu reserved)",
               (unsigned long)seg, reserved);
 
+    if (_ts_segmap_strict()) strict_map(seg);
+
     /* The kernel refuses every commit: blocks until the segments in hand are
      * full, then NULL with ENOMEM, and the refused segments are not kept. */
     malloc_trim(0);
@@ -112,6 +147,7 @@ int main(void) {
     }
     free(more);
     free(first);
-    printf("ok: %zu blocks before the commit was refused; overcommit mode %d\n", nb, mode);
+    printf("ok: %zu blocks before the commit was refused; overcommit mode %d%s\n", nb, mode,
+           _ts_segmap_strict() ? ", strict map" : "");
     return 0;
 }

@@ -25,14 +25,16 @@
 #include "core/valgrind.h"
 
 /* 32 MiB of bss, of which a process writes a page or two: page-aligned so
- * that _ts_segmap_init can map it afresh without a commit charge. */
-_Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES] __attribute__((aligned(TS_SEGMAP_ALIGN)));
+ * that _ts_segmap_init can map it afresh without a commit charge (a larger
+ * alignment would make the bss a LOAD segment of its own, whose symbols
+ * Valgrind then loses). */
+#define SEGMAP_PAGE ((size_t)4096)
+_Atomic uint8_t _ts_segmap[TS_SEGMAP_ENTRIES] __attribute__((aligned(SEGMAP_PAGE)));
 
 /* Under vm.overcommit_memory=2 the map is read-only but for the 4 KiB
  * pages opened for writing (a bit each, set once the page is writable):
  * free may read any entry, and entries are set only in open pages. Opening
  * a page twice is harmless, so racing threads need no lock. */
-#define SEGMAP_PAGE ((size_t)4096)
 static bool segmap_strict;
 static _Atomic uint64_t segmap_open[TS_SEGMAP_ENTRIES / SEGMAP_PAGE / 64];
 

@@ -28,9 +28,7 @@
 #define TS_ADDRESS_BITS 47 /* user space of x86-64 Linux (4-level paging) */
 #endif
 #define TS_SEGMAP_ENTRIES ((size_t)1 << (TS_ADDRESS_BITS - TS_SEGMENT_SHIFT))
-#define TS_SEGMAP_ALIGN                                                                            \
-    ((size_t)4096) /* a larger alignment makes the bss a LOAD segment of its own */
-#define TS_MAX_PAGES 64
+#define TS_MAX_PAGES      64
 
 enum { TS_MAP_NONE = 0, TS_MAP_LARGE = 1 }; /* other _ts_segmap values: a page shift */
 /* Set with the shift when every free of the segment takes the slow path

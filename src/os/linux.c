@@ -125,12 +125,13 @@ int _ts_os_cpu_count(void) {
 
 /* ---- mappings ----------------------------------------------------------- */
 
-void *_ts_os_map(size_t size) {
+/* The failure hook, then a private anonymous mapping; NULL with ENOMEM. */
+static void *map_with(size_t size, int prot, int flags) {
     if (should_fail(TS_OS_FAIL_MMAP)) {
         errno = ENOMEM;
         return NULL;
     }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
     if (p == MAP_FAILED) {
         errno = ENOMEM;
         return NULL;
@@ -138,15 +139,14 @@ void *_ts_os_map(size_t size) {
     return p;
 }
 
-void *_ts_os_map_aligned(size_t size, size_t align) {
-    size_t page = _ts_os_page_size();
-    if (align <= page) return _ts_os_map(size);
+/* Over-map by `align`, then cut off the unaligned head and the tail. */
+static void *map_aligned_with(size_t size, size_t align, int prot, int flags) {
+    if (align <= _ts_os_page_size()) return map_with(size, prot, flags);
     if (size + align < size) {
         errno = ENOMEM;
         return NULL;
     }
-    /* Over-map by `align`, then cut off the unaligned head and the tail. */
-    char *raw = _ts_os_map(size + align);
+    char *raw = map_with(size + align, prot, flags);
     if (!raw) return NULL;
     uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
     size_t head = start - (uintptr_t)raw;
@@ -156,30 +156,24 @@ void *_ts_os_map_aligned(size_t size, size_t align) {
     return (void *)start;
 }
 
+void *_ts_os_map(size_t size) {
+    return map_with(size, PROT_READ | PROT_WRITE, 0);
+}
+
+void *_ts_os_map_aligned(size_t size, size_t align) {
+    return map_aligned_with(size, align, PROT_READ | PROT_WRITE, 0);
+}
+
 /* PROT_NONE and MAP_NORESERVE: a private mapping that no access can write is
  * not charged against the commit limit (vm.overcommit_memory=2), and
  * MAP_NORESERVE keeps what _ts_os_commit opens in it uncharged under the
  * default heuristic modes too. */
 void *_ts_os_reserve_aligned(size_t size, size_t align) {
-    if (should_fail(TS_OS_FAIL_MMAP) || size + align < size) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    char *raw =
-        mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (raw == MAP_FAILED) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
-    size_t head = start - (uintptr_t)raw, tail = align - head;
-    if (head) munmap(raw, head);
-    if (tail) munmap((char *)start + size, tail);
-    return (void *)start;
+    return map_aligned_with(size, align, PROT_NONE, MAP_NORESERVE);
 }
 
 bool _ts_os_commit(void *addr, size_t size) {
-    if (should_fail(TS_OS_FAIL_COMMIT) || mprotect(addr, size, PROT_READ | PROT_WRITE) != 0) {
+    if (should_fail(TS_OS_FAIL_COMMIT) || !_ts_os_protect(addr, size, true)) {
         errno = ENOMEM;
         return false;
     }

@@ -254,12 +254,19 @@ static void *cxx_symbol(const char *name) {
     return f;
 }
 
+typedef void delete_fn(void *);
+/* A block of operator new ("_Znwm") or new[] ("_Znam"); NULL where the
+ * program has no libstdc++ to find them in. */
+static void *cxx_new(const char *name, size_t n) {
+    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol(name);
+    return op_new ? op_new(n) : NULL;
+}
+
 /* operator delete(void *, size_t) told a size the block was not made with. */
 static void sized_delete(size_t n) {
-    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znwm");
     void (*op_delete)(void *, size_t) = (void (*)(void *, size_t))cxx_symbol("_ZdlPvm");
-    if (!op_new || !op_delete) return;
-    void *p = op_new(n);
+    void *p = op_delete ? cxx_new("_Znwm", n) : NULL;
+    if (!p) return;
     expect("tsalloc: operator delete(): size %zu does not match block %p (size %zu)", n + 16, p, n);
     op_delete(p, n + 16);
 }
@@ -267,20 +274,18 @@ static void sized_delete(size_t n) {
 /* An array of new[] given to delete (the element destructors of all but
  * the first are skipped; with a cookie, the pointer is not the block). */
 static void new_array_delete(size_t n) {
-    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znam");
-    void (*op_delete)(void *) = (void (*)(void *))cxx_symbol("_ZdlPv");
-    if (!op_new || !op_delete) return;
-    void *p = op_new(n);
+    delete_fn *op_delete = (delete_fn *)cxx_symbol("_ZdlPv");
+    void *p = op_delete ? cxx_new("_Znam", n) : NULL;
+    if (!p) return;
     expect("tsalloc: operator delete(): block %p was allocated by new[]", p);
     op_delete(p);
 }
 
 /* A block of new given to delete[]. */
 static void new_delete_array(size_t n) {
-    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znwm");
-    void (*op_delete)(void *) = (void (*)(void *))cxx_symbol("_ZdaPv");
-    if (!op_new || !op_delete) return;
-    void *p = op_new(n);
+    delete_fn *op_delete = (delete_fn *)cxx_symbol("_ZdaPv");
+    void *p = op_delete ? cxx_new("_Znwm", n) : NULL;
+    if (!p) return;
     expect("tsalloc: operator delete[](): block %p was not allocated by new[]", p);
     op_delete(p);
 }
@@ -288,31 +293,28 @@ static void new_delete_array(size_t n) {
 /* Blocks given to a deallocating function of another family
  * (TSALLOC_DEALLOC_MISMATCH, on by default in the hardened build): */
 static void new_free(size_t n) { /* new, then free */
-    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znwm");
-    if (!op_new) return;
-    void *p = op_new(n);
+    void *p = cxx_new("_Znwm", n);
+    if (!p) return;
     expect("tsalloc: free(): block %p was allocated by new", p);
     FREE(p);
 }
 
 static void new_array_free(size_t n) { /* new[], then free */
-    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znam");
-    if (!op_new) return;
-    void *p = op_new(n);
+    void *p = cxx_new("_Znam", n);
+    if (!p) return;
     expect("tsalloc: free(): block %p was allocated by new[]", p);
     FREE(p);
 }
 
 static void new_realloc(size_t n) { /* new, then realloc */
-    void *(*op_new)(size_t) = (void *(*)(size_t))cxx_symbol("_Znwm");
-    if (!op_new) return;
-    void *p = op_new(n);
+    void *p = cxx_new("_Znwm", n);
+    if (!p) return;
     expect("tsalloc: realloc(): block %p was allocated by new", p);
     sink = realloc(launder(p), 2 * n);
 }
 
 static void malloc_delete(size_t n) { /* malloc, then delete */
-    void (*op_delete)(void *) = (void (*)(void *))cxx_symbol("_ZdlPv");
+    delete_fn *op_delete = (delete_fn *)cxx_symbol("_ZdlPv");
     if (!op_delete) return;
     void *p = malloc(n);
     expect("tsalloc: operator delete(): block %p was not allocated by new", p);

@@ -419,6 +419,7 @@ TS_HIDDEN void _ts_segment_release(ts_segment_t *seg);
 TS_HIDDEN void _ts_heap_seg_add(ts_heap_t *heap, ts_segment_t *seg);
 TS_HIDDEN void _ts_segment_avail_add(ts_heap_t *heap, ts_segment_t *seg);
 TS_HIDDEN size_t _ts_segment_cache_trim(void);
+TS_HIDDEN void _ts_segment_cache_shrink(void);
 TS_HIDDEN void _ts_heap_release_segments(ts_heap_t *heap, ts_heap_t *to);
 TS_HIDDEN bool _ts_segment_drop_pages(ts_segment_t *seg, uint64_t now);
 TS_HIDDEN void _ts_segments_atfork_prepare(void);

@@ -63,6 +63,7 @@ uint64_t _ts_purge_run(uint64_t now, bool force) {
     uint64_t sweep = _ts_heaps_sweep(now);
     next = sweep < next ? sweep : next;
     uint64_t segments = _ts_segments_purge(now, force);
+    _ts_segment_cache_shrink();
     uint64_t large = _ts_large_purge(now, force);
     next = segments < next ? segments : next;
     uint64_t big = _ts_bigcache_purge(now, force);

@@ -8,7 +8,8 @@
  * - owned by a heap: in heap->segments, and in heap->avail[kind] while it has
  *   a free page; or kept as heap->spare (wholly free, not in those lists);
  * - abandoned (its thread exited with blocks still live): abandoned list;
- * - cached (wholly free, no owner): cache list, at most TSALLOC_SEGMENT_CACHE;
+ * - cached (wholly free, no owner): cache list, at most TSALLOC_SEGMENT_CACHE
+ *   but for those with pages not purged yet (until the purge pass after);
  * and always in the registry (registry lock) until it is unmapped, which is how
  * the purge thread finds the free pages to give back.
  *
@@ -60,21 +61,23 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     unsigned shift = shifts[kind];
     unsigned count = (unsigned)(TS_SEGMENT_SIZE >> shift);
     unsigned first = kind == TS_KIND_SMALL ? 1 : 0; /* a small page 0 is the header */
-    uint64_t now = _ts_os_now_ns();
     ts_seg_lock(seg);
-    /* The old layout's resident pages go back now. Those the OS refused to
-     * purge (locked memory) stay resident: the new pages over them start
-     * dirty, as those were (before, they counted as given back and stayed
-     * resident for as long as the segment was in use). */
+    /* The old layout's resident pages stay resident: the new pages over them
+     * start dirty, due when the earliest of what they cover was, so that
+     * memory freed and soon asked for again in pages of another kind (a
+     * segment from the cache or a heap's spare) costs no page faults. */
     uint64_t dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed);
-    uint64_t refused = dirty ? _ts_segment_purge_pages(seg, dirty, now) : 0;
     uintptr_t kept_lo[TS_MAX_PAGES], kept_hi[TS_MAX_PAGES];
+    uint64_t kept_at[TS_MAX_PAGES];
+    uint8_t kept_refusals[TS_MAX_PAGES];
     unsigned kept = 0;
     size_t kept_bytes = 0, kept_untouched = 0;
-    for (uint64_t m = refused; m; m &= m - 1) {
+    for (uint64_t m = dirty; m; m &= m - 1) {
         const ts_page_t *page = &seg->pages[__builtin_ctzll(m)];
         kept_lo[kept] = page->base;
-        kept_hi[kept++] = page->base + page->area;
+        kept_hi[kept] = page->base + page->area;
+        kept_at[kept] = page->purge_at;
+        kept_refusals[kept++] = page->purge_refusals;
         kept_bytes += page->area;
         kept_untouched += page->area - page->touched;
     }
@@ -107,28 +110,35 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
         atomic_store_explicit(&page->carved, 0, memory_order_relaxed);
         seg->free_mask |= (uint64_t)1 << i;
     }
-    uint64_t made = 0;
+    uint64_t made = 0, due = UINT64_MAX;
     size_t made_bytes = 0;
     for (unsigned i = first; i < count && kept; i++) {
         ts_page_t *page = &seg->pages[i];
+        uint64_t at = UINT64_MAX;
+        uint8_t refusals = 0;
         for (unsigned k = 0; k < kept; k++) {
             if (page->base >= kept_hi[k] || kept_lo[k] >= page->base + page->area) continue;
-            ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
-            page->touched = page->area; /* resident, written: nothing fresh (calloc) */
-            page->purge_at = now + _ts_look_period_ns();
-            page->purge_refusals = 1;
-            made |= (uint64_t)1 << i;
-            made_bytes += page->area;
-            break;
+            at = kept_at[k] < at ? kept_at[k] : at;
+            refusals = kept_refusals[k] > refusals ? kept_refusals[k] : refusals;
         }
+        if (at == UINT64_MAX) continue;
+        ts_page_set_state(page, TS_PAGE_FREE_DIRTY);
+        page->touched = page->area; /* resident, written: nothing fresh (calloc) */
+        page->purge_at = at;
+        page->purge_refusals = refusals;
+        made |= (uint64_t)1 << i;
+        made_bytes += page->area;
+        due = at < due ? at : due;
     }
     atomic_store_explicit(&seg->dirty_mask, 0, memory_order_relaxed); /* the old layout's */
     atomic_store_explicit(&seg->purge_at_min, UINT64_MAX, memory_order_relaxed);
-    ts_segment_dirty_due(seg, made, now + _ts_look_period_ns());
+    ts_segment_dirty_due(seg, made, due);
     /* The new pages cover the old ones kept, and a little more. */
     atomic_fetch_add(&_ts_stats.dirty, made_bytes - kept_bytes);
     (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
-    _ts_stat_decommit_pages(0, kept_untouched); /* the new pages count as touched */
+    /* The new pages count as touched (no purge schedule under the lock:
+     * made pages schedule one below). */
+    atomic_fetch_sub_explicit(&_ts_stats.untouched, kept_untouched, memory_order_relaxed);
     ts_seg_unlock(seg);
     if (made) _ts_purge_schedule_later();
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT],
@@ -195,8 +205,12 @@ void _ts_segment_release(ts_segment_t *seg) {
     ts_assert(seg->used_pages == 0 && !seg->in_avail && !seg->cached);
     atomic_store_explicit(&seg->owner, NULL, memory_order_release);
     size_t limit = (size_t)_ts_option(TS_OPT_SEGMENT_CACHE);
+    /* Over the limit, a segment with dirty pages stays too, until they are
+     * purged (_ts_segment_cache_shrink): memory freed and soon asked for
+     * again is then reused resident, as it is in a heap's own segments. */
+    bool dirty = atomic_load_explicit(&seg->dirty_mask, memory_order_relaxed) != 0;
     pthread_mutex_lock(&cache_lock);
-    if (cache_count < limit) {
+    if (cache_count < limit || dirty) {
         ts_seg_list_push(&cache_list, seg);
         seg->cached = 1;
         seg->cached_at = _ts_os_now_ns();
@@ -207,6 +221,31 @@ void _ts_segment_release(ts_segment_t *seg) {
     }
     pthread_mutex_unlock(&cache_lock);
     _ts_segment_unmap(seg);
+}
+
+/* Unmap the cached segments over TSALLOC_SEGMENT_CACHE whose pages are all
+ * purged (the purge pass, after purging). */
+void _ts_segment_cache_shrink(void) {
+    size_t limit = (size_t)_ts_option(TS_OPT_SEGMENT_CACHE), n = 0;
+    ts_segment_t *drop = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (ts_segment_t *s = cache_list, *next; s && cache_count > limit; s = next) {
+        next = s->next;
+        if (atomic_load_explicit(&s->dirty_mask, memory_order_relaxed)) continue;
+        ts_seg_list_remove(&cache_list, s);
+        s->cached = 0;
+        cache_count--;
+        s->next = drop;
+        drop = s;
+        n++;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    atomic_fetch_sub(&_ts_stats.segments_cached, n);
+    while (drop) {
+        ts_segment_t *next = drop->next;
+        _ts_segment_unmap(drop);
+        drop = next;
+    }
 }
 
 /* Unmap every cached segment (malloc_trim). Returns the bytes unmapped. */

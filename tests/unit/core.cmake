@@ -14,6 +14,11 @@ if(TARGET tsalloc-tsalloc-static)
   # A long purge delay: the large-block loop must find its regions resident.
   ts_test(core_large SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_large.c
           LIBS tsalloc-tsalloc-static TIMEOUT 60 ENV TSALLOC_PURGE_DELAY_MS=10000)
+  # Wholly free segments keep their memory for the purge delay: an hour, and
+  # no purge thread, so that nothing is purged before the test asks.
+  ts_test(core_segcache SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_segcache.c
+          LIBS tsalloc-tsalloc-static TIMEOUT 60
+          ENV TSALLOC_PURGE_DELAY_MS=3600000 TSALLOC_PURGE_THREAD=0 TSALLOC_SEGMENT_CACHE=1)
   # Freed blocks zeroed (zerofree.c); the long delay keeps freed large
   # regions mapped for the test to read.
   ts_test(core_zero_on_free SOURCES ${CMAKE_CURRENT_LIST_DIR}/core_zero_on_free.c

@@ -17,9 +17,8 @@
  *   and the page kind's shift), check it is a block boundary the page
  *   handed out (one multiply, one rotate, one compare; in a small page,
  *   prefetch the block after it), check that the block is not free
- *   already (its free mark),
- *   that the page is this heap's, push
- *   it, marked (LIFO: on the head page the next malloc of the class gets the
+ *   already (its free mark) and that the page is this heap's, push it,
+ *   marked (LIFO: on the head page the next malloc of the class gets the
  *   block freed last, still in cache), and count `used` down. The head
  *   page and the others take the same path: a branch on which would be
  *   mispredicted on random frees.
@@ -91,8 +90,7 @@ TS_INLINE void ts_free_block(ts_page_t *page, ts_block_t *block, uintptr_t mark)
  * free blocks in the order they made them (a list, a tree, an array of
  * objects); the next free's mark check then finds its line in cache instead
  * of waiting for it. Not in medium and big pages: their next block is often
- * memory never touched, whose missing page-table entry every prefetch would
- * walk again. */
+ * memory never touched, where a prefetch finds nothing to bring. */
 TS_INLINE ts_page_t *ts_free_page_of_fetch(const void *p, bool fetch_next) {
     uintptr_t u = (uintptr_t)p;
     size_t chunk = u >> TS_SEGMENT_SHIFT;

@@ -164,6 +164,8 @@ TS_HIDDEN bool _ts_stat_commit_page(size_t area, size_t touched);
 TS_HIDDEN void _ts_stat_decommit_pages(size_t area, size_t untouched);
 /* page_extend wrote `bytes` more of a page (owner, no lock held). */
 TS_HIDDEN void _ts_stat_touch(size_t bytes);
+/* The same under a segment spinlock; returns as _ts_stat_commit_locked. */
+TS_HIDDEN bool _ts_stat_touch_locked(size_t bytes);
 /* A page still in use was purged: its `bytes` of writes are fresh again. */
 TS_HIDDEN void _ts_stat_untouch(size_t bytes);
 /* committed - untouched: the bytes the purge thread's rule counts. */

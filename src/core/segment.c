@@ -135,11 +135,10 @@ static void segment_format(ts_segment_t *seg, enum ts_kind kind) {
     ts_segment_dirty_due(seg, made, due);
     /* The new pages cover the old ones kept, and a little more. */
     atomic_fetch_add(&_ts_stats.dirty, made_bytes - kept_bytes);
-    (void)_ts_stat_commit_locked(made_bytes - kept_bytes);
-    /* The new pages count as touched (no purge schedule under the lock:
-     * made pages schedule one below). */
-    atomic_fetch_sub_explicit(&_ts_stats.untouched, kept_untouched, memory_order_relaxed);
+    bool grew = _ts_stat_commit_locked(made_bytes - kept_bytes);
+    grew |= _ts_stat_touch_locked(kept_untouched); /* the new pages count as touched */
     ts_seg_unlock(seg);
+    if (grew) _ts_purge_schedule(); /* big enough for the purge thread now */
     if (made) _ts_purge_schedule_later();
     atomic_store_explicit(&_ts_segmap[(uintptr_t)seg >> TS_SEGMENT_SHIFT],
                           (uint8_t)(shift | _ts_map_flag), memory_order_release);
@@ -223,15 +222,15 @@ void _ts_segment_release(ts_segment_t *seg) {
     _ts_segment_unmap(seg);
 }
 
-/* Unmap the cached segments over TSALLOC_SEGMENT_CACHE whose pages are all
- * purged (the purge pass, after purging). */
-void _ts_segment_cache_shrink(void) {
-    size_t limit = (size_t)_ts_option(TS_OPT_SEGMENT_CACHE), n = 0;
+/* Unmap cached segments until `keep` remain, only those whose pages are all
+ * purged when `clean_only`. Returns the bytes unmapped. */
+static size_t cache_drop(size_t keep, bool clean_only) {
     ts_segment_t *drop = NULL;
+    size_t n = 0;
     pthread_mutex_lock(&cache_lock);
-    for (ts_segment_t *s = cache_list, *next; s && cache_count > limit; s = next) {
+    for (ts_segment_t *s = cache_list, *next; s && cache_count > keep; s = next) {
         next = s->next;
-        if (atomic_load_explicit(&s->dirty_mask, memory_order_relaxed)) continue;
+        if (clean_only && atomic_load_explicit(&s->dirty_mask, memory_order_relaxed)) continue;
         ts_seg_list_remove(&cache_list, s);
         s->cached = 0;
         cache_count--;
@@ -246,24 +245,18 @@ void _ts_segment_cache_shrink(void) {
         _ts_segment_unmap(drop);
         drop = next;
     }
+    return n * TS_SEGMENT_SIZE;
 }
 
-/* Unmap every cached segment (malloc_trim). Returns the bytes unmapped. */
+/* The cached segments over TSALLOC_SEGMENT_CACHE once their pages are
+ * purged (the purge pass, after purging). */
+void _ts_segment_cache_shrink(void) {
+    (void)cache_drop((size_t)_ts_option(TS_OPT_SEGMENT_CACHE), true);
+}
+
+/* Every cached segment (malloc_trim). Returns the bytes unmapped. */
 size_t _ts_segment_cache_trim(void) {
-    pthread_mutex_lock(&cache_lock);
-    ts_segment_t *list = cache_list;
-    cache_list = NULL;
-    atomic_fetch_sub(&_ts_stats.segments_cached, cache_count);
-    cache_count = 0;
-    pthread_mutex_unlock(&cache_lock);
-    size_t n = 0;
-    while (list) {
-        ts_segment_t *next = list->next;
-        _ts_segment_unmap(list);
-        n += TS_SEGMENT_SIZE;
-        list = next;
-    }
-    return n;
+    return cache_drop(0, false);
 }
 
 /* ---- pages --------------------------------------------------------------------------- */

@@ -75,11 +75,15 @@ void _ts_stat_untouch(size_t bytes) {
     atomic_fetch_add_explicit(&_ts_stats.untouched, bytes, memory_order_relaxed);
 }
 
-void _ts_stat_touch(size_t bytes) {
+bool _ts_stat_touch_locked(size_t bytes) {
     size_t was = atomic_fetch_sub_explicit(&_ts_stats.untouched, bytes, memory_order_relaxed);
     ts_assert(was >= bytes);
     (void)was;
-    if (used_crossed(bytes)) _ts_purge_schedule();
+    return used_crossed(bytes);
+}
+
+void _ts_stat_touch(size_t bytes) {
+    if (_ts_stat_touch_locked(bytes)) _ts_purge_schedule();
 }
 
 TS_RACY_READER static uint64_t rd(const uint64_t *p) {
